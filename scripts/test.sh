@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# README command 2 (and CI): install, build and run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+scripts/install-deps.sh
+scripts/build.sh
+echo "test.sh: install and build took $(( $(date +%s) - start )) s"
+ctest --test-dir build --output-on-failure -j"$(nproc)"
+echo "test.sh: total $(( $(date +%s) - start )) s"

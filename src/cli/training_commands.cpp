@@ -1,0 +1,201 @@
+// run, bench and data: the commands that train, measure and generate.
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <thread>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "harness/runner.h"
+#include "review/scoring.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "workloads/registry.h"
+
+namespace trainbench::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kDefaultDatasetSeed = 1;
+
+std::string default_system_name() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string name;
+  for (const char c : std::string(host)) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
+  return name.empty() ? "local" : name;
+}
+
+int default_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+// Flags shared by run and bench: which benchmark, which preset, which data, which machine settings.
+struct WorkloadFlags {
+  std::string benchmark;
+  std::string preset = "mini";
+  std::string data_dir;
+  std::string data_root = "trainbench-data";
+  std::vector<std::string> overrides;
+  int threads = default_threads();
+  bool skip_corrupt = false;
+
+  void add_to(CLI::App* command) {
+    command->add_option("benchmark", benchmark, "Benchmark to run (resnet)")->required();
+    command->add_option("--preset", preset, "Preset: mini (generated data, minutes here) or reference (the real benchmark)")
+        ->capture_default_str();
+    command->add_option("--data", data_dir, "Dataset directory (ImageNet layout for resnet); default: the preset's generated dataset under --data-root");
+    command->add_option("--data-root", data_root, "Where generated datasets are kept")->capture_default_str();
+    command->add_option("--set", overrides, "Override a preset setting, key=value (repeatable)");
+    command->add_option("--threads", threads, "Compute threads (torch::set_num_threads)")->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    command->add_flag("--skip-corrupt", skip_corrupt, "Skip unreadable images and count them in the log instead of failing");
+  }
+
+  // Resolves the dataset: --data, or the preset's generated dataset (made on first use).
+  WorkloadSettings settings(const WorkloadEntry& entry, bool require_data) const {
+    WorkloadSettings settings;
+    settings.config = Config::from_presets(entry.name, entry.presets_json, preset, overrides);
+    settings.threads = threads;
+    settings.skip_corrupt = skip_corrupt;
+    if (!data_dir.empty()) {
+      settings.data_dir = data_dir;
+    } else if (settings.config.values().contains("dataset")) {
+      settings.data_dir = ensure_generated_dataset(entry, settings.config);
+    } else if (require_data) {
+      fail("--data", "preset '" + preset + "' of " + entry.name + " trains on the real dataset; pass its directory");
+    }
+    return settings;
+  }
+
+  std::string ensure_generated_dataset(const WorkloadEntry& entry, const Config& config) const {
+    const fs::path dir = fs::path(data_root) / (entry.name + "-" + preset + "-seed" + std::to_string(kDefaultDatasetSeed));
+    const fs::path marker = dir / ".complete";
+    if (fs::exists(marker)) return dir.string();
+    std::cerr << "Generating the " << entry.name << " " << preset << " dataset in " << dir.string() << " ...\n";
+    fs::remove_all(dir);  // an earlier, interrupted generation
+    entry.make_dataset(config, dir.string(), kDefaultDatasetSeed);
+    write_file_atomically(marker.string(), "");
+    return dir.string();
+  }
+};
+
+// The first result_N.txt index not yet taken: repeated invocations add runs, never overwrite one.
+int first_free_result_index(const fs::path& dir) {
+  int index = 0;
+  while (fs::exists(dir / ("result_" + std::to_string(index) + ".txt"))) ++index;
+  return index;
+}
+
+void add_run_command(CLI::App& app, CommandContext& context) {
+  auto* command = app.add_subcommand("run", "Time-to-train: train a benchmark to its target and write MLPerf result logs");
+  auto flags = std::make_shared<WorkloadFlags>();
+  auto runs = std::make_shared<int>(1);
+  auto out_dir = std::make_shared<std::string>("results");
+  auto system = std::make_shared<std::string>(default_system_name());
+  auto seed = std::make_shared<int64_t>(-1);
+  auto submission = std::make_shared<SubmissionInfo>();
+  auto echo_log = std::make_shared<bool>(false);
+  auto quiet = std::make_shared<bool>(false);
+  flags->add_to(command);
+  command->add_option("--runs", *runs, "Number of runs (MLPerf: 5 for resnet); prints the olympic mean")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--out", *out_dir, "Results root: logs go to <out>/<system>/<benchmark>/result_N.txt")->capture_default_str();
+  command->add_option("--system", *system, "System name (submission_platform, results folder)")->capture_default_str();
+  command->add_option("--seed", *seed, "Seed of the first run (run i uses seed+i); default: random");
+  command->add_option("--org", submission->org, "submission_org")->capture_default_str();
+  command->add_option("--division", submission->division, "submission_division")
+      ->capture_default_str()->check(CLI::IsMember({"closed", "open"}));
+  command->add_option("--status", submission->status, "submission_status")
+      ->capture_default_str()->check(CLI::IsMember({"onprem", "cloud", "preview", "research"}));
+  command->add_flag("--echo-log", *echo_log, "Also print the :::MLLOG lines to stdout");
+  command->add_flag("--quiet", *quiet, "No progress line");
+  command->callback([=, &context] {
+    const WorkloadEntry& entry = find_workload(flags->benchmark);
+    WorkloadSettings settings = flags->settings(entry, true);
+    const fs::path result_dir = fs::path(*out_dir) / *system / entry.name;
+    const int first_index = first_free_result_index(result_dir);
+    const int64_t first_seed = *seed >= 0 ? *seed : static_cast<int64_t>(std::random_device{}() & 0x7fffffff);
+
+    std::vector<review::RunTime> times;
+    for (int run = 0; run < *runs; ++run) {
+      RunOptions options;
+      options.submission = *submission;
+      options.submission.platform = *system;
+      options.seed = first_seed + run;
+      options.result_path = (result_dir / ("result_" + std::to_string(first_index + run) + ".txt")).string();
+      options.echo_log = *echo_log;
+      options.show_progress = !*quiet;
+      settings.seed = options.seed;
+      auto workload = entry.create(settings);
+      const RunOutcome outcome = run_benchmark(*workload, options);
+      std::printf("run %d (seed %lld): %s in %.3f minutes, epoch %g, eval %.4f, %.1f img/s -> %s\n", run,
+                  static_cast<long long>(options.seed), outcome.converged ? "reached the target" : "did NOT reach the target",
+                  outcome.minutes, outcome.convergence_epoch, outcome.last_metric, outcome.samples_per_second,
+                  options.result_path.c_str());
+      std::fflush(stdout);
+      if (outcome.interrupted_by) {
+        std::fprintf(stderr, "trainbench: run %d aborted by signal %d; its log ends with run_stop status aborted\n", run,
+                     outcome.interrupted_by);
+        context.exit_code = 128 + outcome.interrupted_by;
+        return;
+      }
+      times.push_back({outcome.minutes, outcome.converged});
+      if (!outcome.converged) context.exit_code = 1;
+    }
+    if (times.size() >= 3) {
+      const review::OlympicScore score = review::olympic_score(times);
+      if (score.mean_minutes)
+        std::printf("olympic mean of %d runs (fastest and slowest dropped): %.3f minutes\n", score.runs, *score.mean_minutes);
+      else
+        std::printf("olympic mean: invalid (%d of %d runs did not converge)\n", score.non_converged, score.runs);
+    }
+  });
+}
+
+void add_bench_command(CLI::App& app) {
+  auto* command = app.add_subcommand("bench", "Throughput benchmark: training images/s and data-pipeline images/s (no log, no target)");
+  auto flags = std::make_shared<WorkloadFlags>();
+  auto bench = std::make_shared<BenchSettings>();
+  flags->add_to(command);
+  command->add_option("--steps", bench->steps, "Timed steps (median reported)")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--warmup", bench->warmup_steps, "Untimed warm-up steps")->capture_default_str()->check(CLI::NonNegativeNumber);
+  command->callback([=] {
+    const WorkloadEntry& entry = find_workload(flags->benchmark);
+    WorkloadSettings settings = flags->settings(entry, false);
+    std::cout << entry.name << " " << flags->preset << ":\n";
+    entry.bench(settings, *bench, std::cout);
+  });
+}
+
+void add_data_command(CLI::App& app) {
+  auto* data = app.add_subcommand("data", "Datasets: generate a preset's mini dataset");
+  data->require_subcommand(1);
+  auto* make = data->add_subcommand("make", "Write a preset's generated dataset (deterministic for a seed)");
+  auto benchmark = std::make_shared<std::string>();
+  auto preset = std::make_shared<std::string>("mini");
+  auto out = std::make_shared<std::string>();
+  auto seed = std::make_shared<int64_t>(kDefaultDatasetSeed);
+  make->add_option("benchmark", *benchmark, "Benchmark (resnet)")->required();
+  make->add_option("--out", *out, "Output directory (must not exist or be empty)")->required();
+  make->add_option("--preset", *preset, "Preset whose dataset to generate")->capture_default_str();
+  make->add_option("--seed", *seed, "Dataset seed")->capture_default_str();
+  make->callback([=] {
+    const WorkloadEntry& entry = find_workload(*benchmark);
+    const Config config = Config::from_presets(entry.name, entry.presets_json, *preset, {});
+    if (fs::exists(*out) && !fs::is_empty(*out)) fail("--out " + *out, "exists and is not empty; choose a new directory");
+    entry.make_dataset(config, *out, *seed);
+    write_file_atomically((fs::path(*out) / ".complete").string(), "");
+    std::cout << "wrote the " << entry.name << " " << *preset << " dataset (seed " << *seed << ") to " << *out << "\n";
+  });
+}
+
+}  // namespace
+
+void add_training_commands(CLI::App& app, CommandContext& context) {
+  add_run_command(app, context);
+  add_bench_command(app);
+  add_data_command(app);
+}
+
+}  // namespace trainbench::cli

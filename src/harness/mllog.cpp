@@ -1,0 +1,88 @@
+#include "harness/mllog.h"
+
+#include <chrono>
+#include <filesystem>
+
+namespace trainbench {
+
+namespace {
+
+const char* event_type_name(EventType type) {
+  switch (type) {
+    case EventType::kIntervalStart: return "INTERVAL_START";
+    case EventType::kIntervalEnd: return "INTERVAL_END";
+    case EventType::kPointInTime: break;
+  }
+  return "POINT_IN_TIME";
+}
+
+}  // namespace
+
+MlLogger::MlLogger(Sink sink, Clock clock) : sink_(std::move(sink)), clock_(std::move(clock)) {}
+
+int64_t MlLogger::system_clock_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string MlLogger::format_line(int64_t time_ms, EventType type, const std::string& key,
+                                  const nlohmann::json& value, const nlohmann::ordered_json& metadata,
+                                  const char* file, int line) {
+  nlohmann::ordered_json record;
+  record["namespace"] = "";
+  record["time_ms"] = time_ms;
+  record["event_type"] = event_type_name(type);
+  record["key"] = key;
+  record["value"] = value;
+  // Only the file name: absolute build paths would leak the build machine's layout into every result.
+  nlohmann::ordered_json meta;
+  meta["file"] = std::filesystem::path(file).filename().string();
+  meta["lineno"] = line;
+  for (const auto& [name, item] : metadata.items()) meta[name] = item;
+  record["metadata"] = std::move(meta);
+  // mllog separates items with ", " and ": "; nlohmann's dump() is compact, so spell it out to match.
+  std::string text = ":::MLLOG {";
+  bool first = true;
+  for (const auto& [name, item] : record.items()) {
+    if (!first) text += ", ";
+    first = false;
+    text += nlohmann::json(name).dump() + ": ";
+    if (item.is_object()) {
+      text += "{";
+      bool first_meta = true;
+      for (const auto& [meta_name, meta_item] : item.items()) {
+        if (!first_meta) text += ", ";
+        first_meta = false;
+        text += nlohmann::json(meta_name).dump() + ": " + meta_item.dump();
+      }
+      text += "}";
+    } else {
+      text += item.dump();
+    }
+  }
+  return text + "}\n";
+}
+
+int64_t MlLogger::write(EventType type, const std::string& key, const nlohmann::json& value,
+                        const nlohmann::ordered_json& metadata, const char* file, int line) {
+  const int64_t time_ms = clock_();
+  sink_(format_line(time_ms, type, key, value, metadata, file, line));
+  return time_ms;
+}
+
+int64_t MlLogger::event(const std::string& key, const nlohmann::json& value,
+                     const nlohmann::ordered_json& metadata, const char* file, int line) {
+  return write(EventType::kPointInTime, key, value, metadata, file, line);
+}
+
+int64_t MlLogger::start(const std::string& key, const nlohmann::json& value,
+                     const nlohmann::ordered_json& metadata, const char* file, int line) {
+  return write(EventType::kIntervalStart, key, value, metadata, file, line);
+}
+
+int64_t MlLogger::end(const std::string& key, const nlohmann::json& value,
+                   const nlohmann::ordered_json& metadata, const char* file, int line) {
+  return write(EventType::kIntervalEnd, key, value, metadata, file, line);
+}
+
+}  // namespace trainbench

@@ -1,0 +1,41 @@
+#pragma once
+// One timed run of one workload: the MLPerf lifecycle from cache_clear to run_stop, written to a result
+// log that appears atomically (harness/workload.h describes the contract).
+#include <cstdint>
+#include <string>
+
+#include "harness/mllog.h"
+#include "harness/workload.h"
+
+namespace trainbench {
+
+struct SubmissionInfo {
+  std::string org = "trainbench";
+  std::string platform;
+  std::string division = "closed";
+  std::string status = "onprem";
+};
+
+struct RunOptions {
+  SubmissionInfo submission;
+  int64_t seed = 0;
+  std::string result_path;  // result_N.txt; it grows as result_N.txt.partial until run_stop
+  bool echo_log = false;    // also copy the :::MLLOG lines to stdout
+  bool show_progress = true;
+};
+
+struct RunOutcome {
+  bool converged = false;
+  int interrupted_by = 0;          // the signal that aborted the run, or 0
+  double minutes = 0;              // (run_stop - run_start) / 60000, as the result summarizer computes it
+  double convergence_epoch = 0;    // epoch_num of the last evaluation
+  double last_metric = 0;
+  double samples_per_second = 0;   // training samples over the whole timed region
+};
+
+// Runs the lifecycle. An interruption or a failing workload still ends the log with run_stop "aborted"
+// and commits it; a workload error is rethrown after that so the caller can report it.
+RunOutcome run_benchmark(Workload& workload, const RunOptions& options,
+                         MlLogger::Clock clock = MlLogger::system_clock_ms);
+
+}  // namespace trainbench

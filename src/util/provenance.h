@@ -1,0 +1,11 @@
+#pragma once
+// What built this binary; filled in at configure time (cmake/provenance.cmake).
+namespace trainbench::provenance {
+
+extern const char* const kVersion;
+extern const char* const kGitRevision;
+extern const char* const kCompiler;
+extern const char* const kBuildType;
+extern const char* const kTorchVersion;
+
+}  // namespace trainbench::provenance

@@ -1,0 +1,289 @@
+#include "workloads/resnet/resnet_workload.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+
+#include <torch/torch.h>
+
+#include "data/generators/image_classes.h"
+#include "data/image_folder.h"
+#include "data/image_loader.h"
+#include "util/error.h"
+#include "workloads/resnet/lars.h"
+#include "workloads/resnet/lr_schedule.h"
+#include "workloads/resnet/model.h"
+
+namespace trainbench::resnet {
+
+namespace {
+
+ResNetOptions model_options(const Config& config) {
+  return ResNetOptions()
+      .blocks_per_stage(config.integers("blocks_per_stage"))
+      .stage_widths(config.integers("stage_widths"))
+      .stem_width(config.integer("stem_width"))
+      .stem_kernel(config.integer("stem_kernel"))
+      .stem_stride(config.integer("stem_stride"))
+      .stem_max_pool(config.boolean("stem_max_pool"))
+      .expansion(config.integer("expansion"))
+      .num_classes(config.integer("num_classes"));
+}
+
+bool uses_lars(const Config& config) {
+  const std::string name = config.string("optimizer");
+  if (name != "lars" && name != "sgd") fail(config.name() + ": optimizer", "expected \"lars\" or \"sgd\", got \"" + name + "\"");
+  return name == "lars";
+}
+
+data::ImageLoaderOptions loader_options(const Config& config, bool train, int64_t seed, bool skip_corrupt) {
+  data::ImageLoaderOptions options;
+  options.mode = train ? data::LoaderMode::Train : data::LoaderMode::Eval;
+  options.crop_size = static_cast<int>(config.integer("image_size"));
+  options.resize_size = static_cast<int>(config.integer("eval_resize"));
+  options.crop.min_scale = config.number("crop_min_scale");
+  options.batch_size = config.integer("batch_size");
+  options.drop_last = train;
+  options.workers = static_cast<int>(config.integer("loader_threads"));
+  options.prefetch_batches = static_cast<int>(config.integer("prefetch_batches"));
+  options.seed = static_cast<uint64_t>(seed);
+  options.skip_corrupt = skip_corrupt;
+  return options;
+}
+
+// Wraps a loader batch as tensors without copying; the batch must outlive them.
+std::pair<torch::Tensor, torch::Tensor> as_tensors(data::ImageBatch& batch, int64_t image_size) {
+  auto images = torch::from_blob(batch.images.data(), {batch.size, 3, image_size, image_size}, torch::kFloat32);
+  auto labels = torch::from_blob(batch.labels.data(), {batch.size}, torch::kInt64);
+  return {images, labels};
+}
+
+class ResNetWorkload : public Workload {
+ public:
+  explicit ResNetWorkload(WorkloadSettings settings)
+      : settings_(std::move(settings)), config_(settings_.config), lars_(uses_lars(config_)) {}
+
+  WorkloadDescription describe() const override {
+    WorkloadDescription description;
+    description.benchmark = "resnet";
+    description.preset = config_.name().substr(config_.name().find('/') + 1);
+    description.sample_unit = "img";
+    description.threads = settings_.threads;
+    description.schedule = {static_cast<double>(config_.integer("eval_first_epoch")),
+                            static_cast<double>(config_.integer("eval_interval_epochs")),
+                            static_cast<double>(config_.integer("max_epochs"))};
+    description.target = {"eval_accuracy", config_.number("target"), true};
+    const std::string prefix = lars_ ? "lars_opt_" : "sgd_opt_";
+    description.hyperparameters = {
+        {"global_batch_size", config_.integer("batch_size")},
+        {"gradient_accumulation_steps", 1},
+        {"opt_name", lars_ ? "lars" : "sgd"},
+        {prefix + "base_learning_rate", config_.number("base_learning_rate")},
+        {prefix + "end_learning_rate", config_.number("end_learning_rate")},
+        {prefix + "learning_rate_decay_poly_power", 2},
+        {prefix + "momentum", config_.number("momentum")},
+        {prefix + "weight_decay", config_.number("weight_decay")},
+    };
+    if (lars_) {
+      description.hyperparameters.push_back({"lars_opt_learning_rate_warmup_epochs", config_.integer("warmup_epochs")});
+      description.hyperparameters.push_back({"lars_epsilon", 0.0});
+    } else {
+      description.hyperparameters.push_back({"opt_learning_rate_warmup_epochs", config_.integer("warmup_epochs")});
+      description.hyperparameters.push_back({"model_bn_span", config_.integer("batch_size")});
+    }
+    description.hyperparameters.push_back({"trainbench_model", config_.string("summary")});
+    return description;
+  }
+
+  void build() override {
+    torch::set_num_threads(settings_.threads);
+    torch::manual_seed(settings_.seed);
+    if (!std::filesystem::is_directory(settings_.data_dir))
+      fail(settings_.data_dir, "dataset directory does not exist (expected an ImageNet-layout tree with train/ and val/)");
+    model_ = ResNet(model_options(config_));
+    model_->train();
+    optimizer_.emplace(model_->parameters(), LarsOptions()
+                                                 .momentum(config_.number("momentum"))
+                                                 .weight_decay(config_.number("weight_decay"))
+                                                 .eta(config_.number("lars_eta"))
+                                                 .layer_adaptation(lars_));
+  }
+
+  DataSummary open_data() override {
+    data::ImageFolderIndex index = data::index_imagenet(settings_.data_dir);
+    if (static_cast<int64_t>(index.classes.size()) != config_.integer("num_classes"))
+      fail(settings_.data_dir + "/train", "has " + std::to_string(index.classes.size()) + " class folders but " +
+                                              config_.name() + " expects num_classes = " +
+                                              std::to_string(config_.integer("num_classes")));
+    train_loader_.emplace(std::move(index.train), loader_options(config_, true, settings_.seed, settings_.skip_corrupt));
+    eval_loader_.emplace(std::move(index.val), loader_options(config_, false, settings_.seed, settings_.skip_corrupt));
+
+    const int64_t steps_per_epoch = train_loader_->batches_per_epoch();
+    if (steps_per_epoch == 0)
+      fail(settings_.data_dir + "/train", "has fewer images than one batch of " + std::to_string(config_.integer("batch_size")));
+    const int64_t warmup_steps = config_.integer("warmup_epochs") * steps_per_epoch;
+    schedule_ = {config_.number("base_learning_rate"), config_.number("end_learning_rate"), 2.0, warmup_steps,
+                 std::max<int64_t>(1, config_.integer("train_epochs") * steps_per_epoch - warmup_steps)};
+
+    DataSummary summary;
+    summary.train_samples = train_loader_->samples_per_epoch();
+    summary.eval_samples = eval_loader_->samples_per_epoch();
+    summary.derived_hyperparameters = {
+        {std::string(lars_ ? "lars_opt_" : "sgd_opt_") + "learning_rate_decay_steps", schedule_.decay_steps}};
+    return summary;
+  }
+
+  BlockReport train(const Block& block, RunControl& control) override {
+    model_->train();
+    const int64_t image_size = config_.integer("image_size");
+    const double label_smoothing = config_.number("label_smoothing");
+    BlockReport report;
+    double loss_sum = 0;
+    int64_t batches = 0;
+    for (int64_t epoch = static_cast<int64_t>(block.first_epoch_num);
+         epoch < static_cast<int64_t>(block.first_epoch_num + block.epoch_count); ++epoch) {
+      train_loader_->start_epoch(epoch);
+      while (auto batch = train_loader_->next()) {
+        report.skipped_files += batch->skipped;
+        if (batch->size == 0) continue;
+        auto [images, labels] = as_tensors(*batch, image_size);
+        optimizer_->zero_grad();
+        torch::Tensor loss = torch::nn::functional::cross_entropy(
+            model_->forward(images), labels,
+            torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing));
+        loss.backward();
+        optimizer_->step(schedule_.at(step_++));
+        const double loss_value = loss.item<double>();
+        if (!std::isfinite(loss_value))
+          fail(config_.name(), "training diverged (loss " + std::to_string(loss_value) + " at step " + std::to_string(step_) + ")");
+        loss_sum += loss_value;
+        ++batches;
+        report.samples += batch->size;
+        control.step(batch->size, loss_value);
+      }
+    }
+    report.mean_loss = batches ? loss_sum / batches : 0;
+    return report;
+  }
+
+  double evaluate(const Block& block, RunControl& control) override {
+    torch::NoGradGuard no_grad;
+    model_->eval();
+    const int64_t image_size = config_.integer("image_size");
+    int64_t correct = 0, total = 0;
+    eval_loader_->start_epoch(0);
+    while (auto batch = eval_loader_->next()) {
+      if (batch->size == 0) continue;
+      auto [images, labels] = as_tensors(*batch, image_size);
+      correct += model_->forward(images).argmax(1).eq(labels).sum().item<int64_t>();
+      total += batch->size;
+      control.check_interrupt();
+    }
+    model_->train();
+    if (total == 0) fail(settings_.data_dir + "/val", "no readable validation images");
+    return static_cast<double>(correct) / static_cast<double>(total);
+  }
+
+ private:
+  WorkloadSettings settings_;
+  const Config& config_;
+  bool lars_;
+  ResNet model_{nullptr};
+  std::optional<Lars> optimizer_;
+  std::optional<data::ImageLoader> train_loader_, eval_loader_;
+  PolyWarmupSchedule schedule_;
+  int64_t step_ = 0;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t middle = values.size() / 2;
+  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+}  // namespace
+
+std::unique_ptr<Workload> create_workload(const WorkloadSettings& settings) {
+  return std::make_unique<ResNetWorkload>(settings);
+}
+
+void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
+  if (!config.values().contains("dataset"))
+    fail("--preset " + config.name(), "has no generated dataset; pass --data with an ImageNet-layout tree");
+  const Config dataset(config.name() + ": dataset", config.values().at("dataset"));
+  data::ImageClassesOptions options;
+  options.classes = static_cast<int>(dataset.integer("classes"));
+  options.train_per_class = static_cast<int>(dataset.integer("train_per_class"));
+  options.val_per_class = static_cast<int>(dataset.integer("val_per_class"));
+  options.image_size = static_cast<int>(dataset.integer("image_size"));
+  options.seed = static_cast<uint64_t>(seed);
+  data::make_image_classification_dataset(out_dir, options);
+}
+
+void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
+  const Config& config = settings.config;
+  torch::set_num_threads(settings.threads);
+  torch::manual_seed(settings.seed);
+  const int64_t batch_size = config.integer("batch_size"), image_size = config.integer("image_size");
+  ResNet model(model_options(config));
+  model->train();
+  Lars optimizer(model->parameters(), LarsOptions()
+                                          .momentum(config.number("momentum"))
+                                          .weight_decay(config.number("weight_decay"))
+                                          .eta(config.number("lars_eta"))
+                                          .layer_adaptation(uses_lars(config)));
+  // Training throughput: the full step (forward, loss, backward, optimizer) on batches already in memory,
+  // so the number is the compute side alone.
+  const auto images = torch::randn({batch_size, 3, image_size, image_size});
+  const auto labels = torch::randint(config.integer("num_classes"), {batch_size}, torch::kInt64);
+  std::vector<double> step_seconds;
+  for (int64_t step = 0; step < bench_settings.warmup_steps + bench_settings.steps; ++step) {
+    const auto begin = std::chrono::steady_clock::now();
+    optimizer.zero_grad();
+    torch::Tensor loss = torch::nn::functional::cross_entropy(
+        model->forward(images), labels,
+        torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(config.number("label_smoothing")));
+    loss.backward();
+    optimizer.step(0.01);
+    loss.item<double>();
+    if (step >= bench_settings.warmup_steps)
+      step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
+  }
+  const double step_time = median(step_seconds);
+  const double train_flops = 3.0 * 2.0 * static_cast<double>(model->forward_macs(image_size));
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "training      %10.1f img/s  (batch %lld, %lld px, %d threads, median of %lld steps: %.4f s/step, %.1f GFLOP/s)\n",
+                batch_size / step_time, static_cast<long long>(batch_size), static_cast<long long>(image_size),
+                settings.threads, static_cast<long long>(bench_settings.steps), step_time,
+                train_flops * batch_size / step_time / 1e9);
+  out << line;
+
+  if (settings.data_dir.empty()) {
+    out << "data pipeline   skipped (no dataset: pass --data)\n";
+    return;
+  }
+  // Data pipeline throughput: the training loader alone (decode, augment, batch), as training consumes it.
+  data::ImageFolderIndex index = data::index_imagenet(settings.data_dir);
+  data::ImageLoader loader(std::move(index.train), loader_options(config, true, settings.seed, settings.skip_corrupt));
+  loader.start_epoch(1);
+  for (int64_t batch = 0; batch < bench_settings.warmup_steps && loader.next(); ++batch) {
+  }
+  const auto begin = std::chrono::steady_clock::now();
+  int64_t samples = 0;
+  for (int64_t batch = 0; batch < bench_settings.steps; ++batch) {
+    const auto next = loader.next();
+    if (!next) break;  // the epoch ran out; report what was measured
+    samples += next->size;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  std::snprintf(line, sizeof line, "data pipeline %10.1f img/s  (%lld images, %lld loader threads, %.1fx training)\n",
+                seconds > 0 ? samples / seconds : 0.0, static_cast<long long>(samples),
+                static_cast<long long>(config.integer("loader_threads")),
+                seconds > 0 ? (samples / seconds) / (batch_size / step_time) : 0.0);
+  out << line;
+}
+
+}  // namespace trainbench::resnet
