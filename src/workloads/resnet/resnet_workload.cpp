@@ -120,9 +120,7 @@ class ResNetWorkload : public Workload {
     train_loader_.emplace(std::move(index.train), loader_options(config_, true, settings_.seed, settings_.skip_corrupt));
     eval_loader_.emplace(std::move(index.val), loader_options(config_, false, settings_.seed, settings_.skip_corrupt));
 
-    const int64_t steps_per_epoch = train_loader_->batches_per_epoch();
-    if (steps_per_epoch == 0)
-      fail(settings_.data_dir + "/train", "has fewer images than one batch of " + std::to_string(config_.integer("batch_size")));
+    const int64_t steps_per_epoch = train_loader_->batches_per_epoch();  // >= 1: the loader rejects smaller sets
     const int64_t warmup_steps = config_.integer("warmup_epochs") * steps_per_epoch;
     schedule_ = {config_.number("base_learning_rate"), config_.number("end_learning_rate"), 2.0, warmup_steps,
                  std::max<int64_t>(1, config_.integer("train_epochs") * steps_per_epoch - warmup_steps)};
