@@ -38,6 +38,7 @@ struct WorkloadFlags {
   std::string data_root = "trainbench-data";
   std::vector<std::string> overrides;
   int threads = default_threads();
+  std::string device = "auto";
   bool skip_corrupt = false;
 
   void add_to(CLI::App* command) {
@@ -49,6 +50,8 @@ struct WorkloadFlags {
     command->add_option("--set", overrides, "Override a preset setting, key=value (repeatable)");
     command->add_option("--threads", threads, "Compute threads (torch::set_num_threads)")->capture_default_str()
         ->check(CLI::PositiveNumber);
+    command->add_option("--device", device, "Compute device: auto (CUDA when available), cpu or cuda")
+        ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     command->add_flag("--skip-corrupt", skip_corrupt, "Skip unreadable images and count them in the log instead of failing");
   }
 
@@ -57,6 +60,7 @@ struct WorkloadFlags {
     WorkloadSettings settings;
     settings.config = Config::from_presets(entry.name, entry.presets_json, preset, overrides);
     settings.threads = threads;
+    settings.device = device;
     settings.skip_corrupt = skip_corrupt;
     if (!data_dir.empty()) {
       settings.data_dir = data_dir;

@@ -111,6 +111,7 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
   log.event("trainbench_preset", description.preset);
   log.event("trainbench_target", description.target.threshold, {{"metric", description.target.metric}});
   log.event("trainbench_threads", description.threads);
+  log.event("trainbench_device", description.device);
   log.event("seed", options.seed);
   for (const auto& hyperparameter : description.hyperparameters)
     log.event(hyperparameter.key, hyperparameter.value);

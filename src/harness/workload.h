@@ -58,6 +58,7 @@ struct WorkloadDescription {
   EvalSchedule schedule;
   QualityTarget target;
   int threads = 1;                              // compute threads the workload was built to use
+  std::string device = "cpu";                   // where it computes: "cpu", "cuda:0", ...
 };
 
 // What open_data() learned from the dataset. Hyperparameters that depend on its size (e.g. decay steps)

@@ -17,6 +17,7 @@ struct WorkloadSettings {
   Config config;
   std::string data_dir;
   int threads = 1;           // compute threads (torch::set_num_threads)
+  std::string device = "auto";  // "cpu", "cuda", or "auto" (CUDA when this LibTorch has a GPU)
   int64_t seed = 0;
   bool skip_corrupt = false; // skip unreadable samples (counted in the log) instead of failing
 };

@@ -44,7 +44,7 @@ TEST_F(CliTest, HelpExplainsEveryRunFlag) {
   const Result result = run("run --help");
   EXPECT_EQ(result.exit_code, 0);
   for (const char* flag : {"--preset", "--data", "--runs", "--out", "--system", "--seed", "--threads", "--set",
-                           "--skip-corrupt", "--org", "--division", "--status"})
+                           "--skip-corrupt", "--device", "--org", "--division", "--status"})
     EXPECT_NE(result.output.find(flag), std::string::npos) << flag;
 }
 

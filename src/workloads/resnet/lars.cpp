@@ -22,15 +22,17 @@ void Lars::step(double learning_rate) {
     if (!grad.defined()) continue;
     if (!slot.adapt) {
       slot.velocity.mul_(options_.momentum()).add_(grad, learning_rate);
+    } else if (!options_.layer_adaptation()) {
+      slot.velocity.mul_(options_.momentum()).add_(grad, learning_rate).add_(slot.parameter, learning_rate * weight_decay);
     } else {
-      double scaled_lr = learning_rate;
-      if (options_.layer_adaptation()) {
-        const double weight_norm = slot.parameter.norm().item<double>();
-        const double grad_norm = grad.norm().item<double>();
-        if (weight_norm > 0 && grad_norm > 0)
-          scaled_lr *= options_.eta() * weight_norm / (grad_norm + weight_decay * weight_norm + options_.epsilon());
-      }
-      slot.velocity.mul_(options_.momentum()).add_(grad, scaled_lr).add_(slot.parameter, scaled_lr * weight_decay);
+      // The trust ratio stays a tensor so a GPU step never waits for the host.
+      const torch::Tensor weight_norm = slot.parameter.norm();
+      const torch::Tensor grad_norm = grad.norm();
+      const torch::Tensor trust = torch::where(
+          weight_norm.gt(0).logical_and(grad_norm.gt(0)),
+          options_.eta() * weight_norm / (grad_norm + weight_decay * weight_norm + options_.epsilon()),
+          torch::ones_like(weight_norm));
+      slot.velocity.mul_(options_.momentum()).add_((grad + weight_decay * slot.parameter) * (trust * learning_rate));
     }
     slot.parameter.sub_(slot.velocity);
   }

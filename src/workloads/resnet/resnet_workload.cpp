@@ -12,6 +12,7 @@
 #include "data/image_folder.h"
 #include "data/image_loader.h"
 #include "util/error.h"
+#include "workloads/device.h"
 #include "workloads/resnet/lars.h"
 #include "workloads/resnet/lr_schedule.h"
 #include "workloads/resnet/model.h"
@@ -53,17 +54,21 @@ data::ImageLoaderOptions loader_options(const Config& config, bool train, int64_
   return options;
 }
 
-// Wraps a loader batch as tensors without copying; the batch must outlive them.
-std::pair<torch::Tensor, torch::Tensor> as_tensors(data::ImageBatch& batch, int64_t image_size) {
+// Wraps a loader batch as tensors on `device`: no copy on the CPU (the batch must outlive them), one
+// host-to-device copy otherwise.
+std::pair<torch::Tensor, torch::Tensor> as_tensors(data::ImageBatch& batch, int64_t image_size, torch::Device device) {
   auto images = torch::from_blob(batch.images.data(), {batch.size, 3, image_size, image_size}, torch::kFloat32);
   auto labels = torch::from_blob(batch.labels.data(), {batch.size}, torch::kInt64);
-  return {images, labels};
+  return {images.to(device), labels.to(device)};
 }
 
 class ResNetWorkload : public Workload {
  public:
   explicit ResNetWorkload(WorkloadSettings settings)
-      : settings_(std::move(settings)), config_(settings_.config), lars_(uses_lars(config_)) {}
+      : settings_(std::move(settings)),
+        config_(settings_.config),
+        lars_(uses_lars(config_)),
+        device_(resolve_device(settings_.device)) {}
 
   WorkloadDescription describe() const override {
     WorkloadDescription description;
@@ -71,6 +76,7 @@ class ResNetWorkload : public Workload {
     description.preset = config_.name().substr(config_.name().find('/') + 1);
     description.sample_unit = "img";
     description.threads = settings_.threads;
+    description.device = device_.str();
     description.schedule = {static_cast<double>(config_.integer("eval_first_epoch")),
                             static_cast<double>(config_.integer("eval_interval_epochs")),
                             static_cast<double>(config_.integer("max_epochs"))};
@@ -103,6 +109,7 @@ class ResNetWorkload : public Workload {
     if (!std::filesystem::is_directory(settings_.data_dir))
       fail(settings_.data_dir, "dataset directory does not exist (expected an ImageNet-layout tree with train/ and val/)");
     model_ = ResNet(model_options(config_));
+    model_->to(device_);
     model_->train();
     optimizer_.emplace(model_->parameters(), LarsOptions()
                                                  .momentum(config_.number("momentum"))
@@ -146,7 +153,7 @@ class ResNetWorkload : public Workload {
       while (auto batch = train_loader_->next()) {
         report.skipped_files += batch->skipped;
         if (batch->size == 0) continue;
-        auto [images, labels] = as_tensors(*batch, image_size);
+        auto [images, labels] = as_tensors(*batch, image_size, device_);
         optimizer_->zero_grad();
         torch::Tensor loss = torch::nn::functional::cross_entropy(
             model_->forward(images), labels,
@@ -174,7 +181,7 @@ class ResNetWorkload : public Workload {
     eval_loader_->start_epoch(0);
     while (auto batch = eval_loader_->next()) {
       if (batch->size == 0) continue;
-      auto [images, labels] = as_tensors(*batch, image_size);
+      auto [images, labels] = as_tensors(*batch, image_size, device_);
       correct += model_->forward(images).argmax(1).eq(labels).sum().item<int64_t>();
       total += batch->size;
       control.check_interrupt();
@@ -188,6 +195,7 @@ class ResNetWorkload : public Workload {
   WorkloadSettings settings_;
   const Config& config_;
   bool lars_;
+  torch::Device device_;
   ResNet model_{nullptr};
   std::optional<Lars> optimizer_;
   std::optional<data::ImageLoader> train_loader_, eval_loader_;
@@ -224,8 +232,10 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   const Config& config = settings.config;
   torch::set_num_threads(settings.threads);
   torch::manual_seed(settings.seed);
+  const torch::Device device = resolve_device(settings.device);
   const int64_t batch_size = config.integer("batch_size"), image_size = config.integer("image_size");
   ResNet model(model_options(config));
+  model->to(device);
   model->train();
   Lars optimizer(model->parameters(), LarsOptions()
                                           .momentum(config.number("momentum"))
@@ -234,8 +244,8 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
                                           .layer_adaptation(uses_lars(config)));
   // Training throughput: the full step (forward, loss, backward, optimizer) on batches already in memory,
   // so the number is the compute side alone.
-  const auto images = torch::randn({batch_size, 3, image_size, image_size});
-  const auto labels = torch::randint(config.integer("num_classes"), {batch_size}, torch::kInt64);
+  const auto images = torch::randn({batch_size, 3, image_size, image_size}, device);
+  const auto labels = torch::randint(config.integer("num_classes"), {batch_size}, torch::TensorOptions(torch::kInt64).device(device));
   std::vector<double> step_seconds;
   for (int64_t step = 0; step < bench_settings.warmup_steps + bench_settings.steps; ++step) {
     const auto begin = std::chrono::steady_clock::now();
@@ -245,7 +255,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
         torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(config.number("label_smoothing")));
     loss.backward();
     optimizer.step(0.01);
-    loss.item<double>();
+    loss.item<double>();  // waits for the device, so the step is fully timed
     if (step >= bench_settings.warmup_steps)
       step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
   }
@@ -253,9 +263,9 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   const double train_flops = 3.0 * 2.0 * static_cast<double>(model->forward_macs(image_size));
   char line[256];
   std::snprintf(line, sizeof line,
-                "training      %10.1f img/s  (batch %lld, %lld px, %d threads, median of %lld steps: %.4f s/step, %.1f GFLOP/s)\n",
+                "training      %10.1f img/s  (batch %lld, %lld px, %s, %d threads, median of %lld steps: %.4f s/step, %.1f GFLOP/s)\n",
                 batch_size / step_time, static_cast<long long>(batch_size), static_cast<long long>(image_size),
-                settings.threads, static_cast<long long>(bench_settings.steps), step_time,
+                device.str().c_str(), settings.threads, static_cast<long long>(bench_settings.steps), step_time,
                 train_flops * batch_size / step_time / 1e9);
   out << line;
 
