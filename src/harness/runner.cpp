@@ -50,7 +50,10 @@ class HarnessControl : public RunControl {
   HarnessControl(ProgressLine* progress, int64_t train_samples)
       : progress_(progress), samples_per_epoch_(train_samples) {}
 
-  void begin_block(const Block& block) { block_start_epoch_ = block.first_epoch_num - 1, block_samples_ = 0; }
+  void begin_block(const Block& block) {
+    block_start_epoch_ = block.first_epoch_num - 1;
+    block_samples_ = 0;
+  }
 
   void step(int64_t samples, double loss) override {
     block_samples_ += samples;

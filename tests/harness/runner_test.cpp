@@ -122,7 +122,7 @@ TEST_F(RunnerTest, LifecycleIsInMlperfOrderAndStopsAtTheTarget) {
   const std::vector<std::string> expected_prefix = {
       "submission_benchmark", "submission_org", "submission_division", "submission_status", "submission_platform",
       "cache_clear", "init_start", "trainbench_version", "trainbench_preset", "trainbench_target", "trainbench_threads",
-      "seed", "global_batch_size", "opt_name", "init_stop", "run_start", "train_samples", "eval_samples",
+      "trainbench_device", "seed", "global_batch_size", "opt_name", "init_stop", "run_start", "train_samples", "eval_samples",
       "lars_opt_learning_rate_decay_steps", "block_start", "throughput", "eval_start", "eval_stop", "eval_accuracy",
       "block_stop"};
   ASSERT_GE(keys.size(), expected_prefix.size());
@@ -138,7 +138,7 @@ TEST_F(RunnerTest, LifecycleIsInMlperfOrderAndStopsAtTheTarget) {
   const auto& last_accuracy = records[keys.size() - 3];
   EXPECT_EQ(last_accuracy["key"], "eval_accuracy");
   EXPECT_EQ(last_accuracy["metadata"]["epoch_num"], 11);
-  EXPECT_EQ(records[11]["value"], 42);  // seed
+  EXPECT_EQ(records[std::find(keys.begin(), keys.end(), "seed") - keys.begin()]["value"], 42);
 
   // minutes = (run_stop - run_start) / 60000 with the log's own timestamps
   const auto run_start = records[std::find(keys.begin(), keys.end(), "run_start") - keys.begin()]["time_ms"].get<int64_t>();

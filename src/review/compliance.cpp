@@ -1,0 +1,422 @@
+#include "review/compliance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <set>
+
+namespace trainbench::review {
+
+namespace {
+
+using nlohmann::json;
+
+std::string key_name(const std::string& key) { return "'" + printable(key, 80) + "'"; }
+
+// Events of the log indexed by key, in file order.
+class EventIndex {
+ public:
+  explicit EventIndex(const std::vector<LogEvent>& events) : events_(events) {
+    for (size_t i = 0; i < events.size(); ++i) by_key_[events[i].key].push_back(i);
+  }
+
+  const std::vector<size_t>& positions(const std::string& key) const {
+    static const std::vector<size_t> none;
+    const auto found = by_key_.find(key);
+    return found == by_key_.end() ? none : found->second;
+  }
+
+  const LogEvent* first(const std::string& key) const {
+    const auto& found = positions(key);
+    return found.empty() ? nullptr : &events_[found.front()];
+  }
+
+  std::optional<size_t> first_position(const std::string& key) const {
+    const auto& found = positions(key);
+    return found.empty() ? std::nullopt : std::optional<size_t>(found.front());
+  }
+
+  std::string first_string(const std::string& key) const {
+    const LogEvent* event = first(key);
+    return event && event->value.is_string() ? event->value.get<std::string>() : "";
+  }
+
+  const LogEvent& at(size_t position) const { return events_[position]; }
+
+ private:
+  const std::vector<LogEvent>& events_;
+  std::map<std::string, std::vector<size_t>> by_key_;
+};
+
+class LogChecker {
+ public:
+  LogChecker(const ParsedLog& log, const Ruleset& ruleset, RunReview& review)
+      : log_(log), ruleset_(ruleset), review_(review), index_(log.events) {}
+
+  void run() {
+    resolve_configs();
+    for (const auto& [key, rule] : rules_) check_key(rule);
+    apply_preset_target();
+    check_target();
+    if (tensors_) check_tensors(*tensors_);
+    extract_results();
+  }
+
+ private:
+  void add(Severity severity, int line, const std::string& message) {
+    review_.findings.push_back({severity, log_.path, line, message});
+  }
+
+  // Applies the entry configs and every config a logged value pulls in, merging key rules by key.
+  void resolve_configs() {
+    std::deque<std::string> queue(ruleset_.entry_configs.begin(), ruleset_.entry_configs.end());
+    std::set<std::string> applied;
+    while (!queue.empty()) {
+      const std::string name = queue.front();
+      queue.pop_front();
+      if (!applied.insert(name).second) continue;
+      const RuleConfig& config = ruleset_.configs.at(name);
+      review_.configs.push_back(name);
+      for (const KeyRule& rule : config.keys) rules_[rule.key] = rule;
+      if (config.target) target_ = config.target;
+      if (config.tensors) tensors_ = config.tensors;
+      for (const KeyRule& rule : config.keys) {
+        if (rule.enqueue.empty()) continue;
+        const LogEvent* event = index_.first(rule.key);
+        if (!event || !event->value.is_string()) continue;
+        if (rule.value && check_value(*rule.value, event->value)) continue;  // reported by check_key
+        std::string next = rule.enqueue;
+        const size_t at = next.find("{value}");
+        if (at != std::string::npos) next.replace(at, 7, event->value.get<std::string>());
+        if (ruleset_.configs.count(next))
+          queue.push_back(next);
+        else
+          add(Severity::kError, event->line, "ruleset " + ruleset_.version + " has no rules named " + key_name(next));
+      }
+    }
+  }
+
+  void check_key(const KeyRule& rule) {
+    const auto& positions = index_.positions(rule.key);
+    const std::string origin = " (rule " + rule.config + ")";
+    const std::string name = key_name(rule.key);
+    switch (rule.requirement) {
+      case Requirement::kExactlyOne:
+      case Requirement::kAtLeastOne:
+        if (positions.empty())
+          add(Severity::kError, 0,
+              name + " is required " +
+                  (rule.requirement == Requirement::kExactlyOne ? "exactly once" : "at least once") +
+                  " but is not logged" + origin);
+        break;
+      case Requirement::kAtLeastOneOr:
+        if (positions.empty() && index_.positions(rule.alternative_key).empty())
+          add(Severity::kError, 0,
+              "neither " + name + " nor " + key_name(rule.alternative_key) + " is logged" + origin);
+        break;
+      case Requirement::kNone:
+        break;
+    }
+    if (rule.requirement == Requirement::kExactlyOne && positions.size() > 1) check_repeats(rule, positions, origin);
+    for (const size_t position : positions) check_event(rule, position, origin);
+  }
+
+  // The v1.1 checker warns when an EXACTLY_ONE key repeats with the same value and fails when it differs.
+  void check_repeats(const KeyRule& rule, const std::vector<size_t>& positions, const std::string& origin) {
+    const LogEvent& first = index_.at(positions.front());
+    for (size_t i = 1; i < positions.size(); ++i) {
+      const LogEvent& other = index_.at(positions[i]);
+      if (!same_value(first.value, other.value)) {
+        add(Severity::kError, other.line,
+            key_name(rule.key) + " must be logged exactly once; line " + std::to_string(first.line) + " has " +
+                describe(first.value) + ", this line has " + describe(other.value) + origin);
+        return;
+      }
+    }
+    add(Severity::kWarning, index_.at(positions[1]).line,
+        key_name(rule.key) + " is logged " + std::to_string(positions.size()) +
+            " times with the same value (first on line " + std::to_string(first.line) + "); the rules expect it once" +
+            origin);
+  }
+
+  void check_event(const KeyRule& rule, size_t position, const std::string& origin) {
+    const LogEvent& event = index_.at(position);
+    const std::string name = key_name(rule.key);
+    if (rule.value)
+      if (auto problem = check_value(*rule.value, event.value))
+        add(Severity::kError, event.line, name + ": " + *problem + origin);
+    for (const auto& [field, check] : rule.metadata) {
+      const auto found = event.metadata.find(field);
+      if (found == event.metadata.end()) {
+        add(Severity::kError, event.line, name + " has no metadata " + key_name(field) + origin);
+      } else if (auto problem = check_value(check, *found)) {
+        add(Severity::kError, event.line, name + " metadata " + key_name(field) + ": " + *problem + origin);
+      }
+    }
+    for (const auto& earlier : rule.after) {
+      const auto first = index_.first_position(earlier);
+      if (!first || *first > position)
+        add(Severity::kError, event.line, name + " is logged before any " + key_name(earlier) + origin);
+    }
+    for (const auto& later : rule.not_after) {
+      const auto first = index_.first_position(later);
+      if (first && *first < position)
+        add(Severity::kError, event.line,
+            name + " is logged after " + key_name(later) + " (line " + std::to_string(index_.at(*first).line) + ")" +
+                origin);
+    }
+    if (!rule.within_ms_of_first_key.empty()) {
+      if (const LogEvent* first = index_.first(rule.within_ms_of_first_key)) {
+        const double elapsed = event.time_ms - first->time_ms;
+        if (!(elapsed < rule.within_ms))
+          add(Severity::kError, event.line,
+              name + " is " + format_number(std::round(elapsed / 600.0) / 100.0) + " minutes after the first " +
+                  key_name(rule.within_ms_of_first_key) + "; the limit is " + format_number(rule.within_ms / 60000.0) +
+                  " minutes" + origin);
+      }
+    }
+  }
+
+  // A trainbench preset (e.g. "mini") trains to its own, lower target and logs it; the run is held to that.
+  void apply_preset_target() {
+    const PresetRule& preset = ruleset_.preset;
+    if (preset.key.empty() || !target_) return;
+    const LogEvent* event = index_.first(preset.key);
+    if (!event) return;
+    if (!event->value.is_string()) {
+      add(Severity::kError, event->line, key_name(preset.key) + " must be a string, not " + describe(event->value));
+      return;
+    }
+    const std::string name = event->value.get<std::string>();
+    const auto& reference = preset.reference_values;
+    if (std::find(reference.begin(), reference.end(), name) != reference.end()) return;
+    review_.preset = name;
+    const LogEvent* target_event = index_.first(preset.target_key);
+    const std::string before = target_text(*target_);
+    if (target_event && target_->threshold && target_event->value.is_number()) {
+      target_->threshold = target_event->value.get<double>();
+    } else if (target_event && !target_->field_thresholds.empty() && target_event->value.is_object()) {
+      for (auto& [field, threshold] : target_->field_thresholds) {
+        const auto found = target_event->value.find(field);
+        if (found == target_event->value.end() || !found->is_number()) {
+          add(Severity::kError, target_event->line,
+              key_name(preset.target_key) + " has no number for " + key_name(field));
+          return;
+        }
+        threshold = found->get<double>();
+      }
+    } else {
+      add(Severity::kError, target_event ? target_event->line : event->line,
+          "preset " + key_name(name) + " needs a numeric " + key_name(preset.target_key) + " line with its target");
+      return;
+    }
+    add(Severity::kNote, event->line,
+        printable(name, 40) + " preset: target " + target_text(*target_) + " (reference target " + before +
+            " not applicable)");
+  }
+
+  static std::string target_text(const TargetRule& target) {
+    const std::string relation = target.higher_is_better ? " >= " : " <= ";
+    std::string text;
+    if (target.threshold) {
+      text = target.key + relation + format_number(*target.threshold);
+    } else {
+      for (const auto& [field, threshold] : target.field_thresholds)
+        text += (text.empty() ? "" : " and ") + target.key + "." + field + relation + format_number(threshold);
+    }
+    if (target.bound)
+      text += std::string(" and ") + (target.higher_is_better ? "< " : "> ") + format_number(*target.bound);
+    return text;
+  }
+
+  bool meets(const TargetRule& target, double value, double threshold) const {
+    if (std::isnan(value)) return false;
+    const bool reaches = target.higher_is_better ? value >= threshold : value <= threshold;
+    const bool inside = !target.bound || (target.higher_is_better ? value < *target.bound : value > *target.bound);
+    return reaches && inside;
+  }
+
+  bool reaches_target(const TargetRule& target, const json& value) const {
+    if (target.threshold) {
+      const auto number = value.is_boolean() ? std::nullopt : number_of(value);
+      return number && meets(target, *number, *target.threshold);
+    }
+    if (!value.is_object()) return false;
+    for (const auto& [field, threshold] : target.field_thresholds) {
+      const auto found = value.find(field);
+      if (found == value.end() || !found->is_number() || !meets(target, found->get<double>(), threshold)) return false;
+    }
+    return true;
+  }
+
+  void check_target() {
+    const LogEvent* run_stop = index_.first("run_stop");
+    if (run_stop) {
+      const auto status = run_stop->metadata.find("status");
+      if (status != run_stop->metadata.end() && status->is_string())
+        review_.run_stop_status = status->get<std::string>();
+    }
+    if (!target_) return;
+    review_.target_description = target_text(*target_);
+    review_.target_threshold = target_->threshold;
+    review_.higher_is_better = target_->higher_is_better;
+    const LogEvent* reached_at = nullptr;
+    for (const size_t position : index_.positions(target_->key)) {
+      if (reaches_target(*target_, index_.at(position).value)) {
+        reached_at = &index_.at(position);
+        break;
+      }
+    }
+    review_.target_reached = reached_at != nullptr;
+    const std::string status =
+        review_.run_stop_status.empty() ? "missing" : "'" + printable(review_.run_stop_status, 40) + "'";
+    if (!reached_at && review_.run_stop_status == "success") {
+      add(target_->severity, run_stop ? run_stop->line : 0,
+          "run_stop says success but no " + key_name(target_->key) + " reached the target (" +
+              review_.target_description + ")");
+    } else if (!reached_at) {
+      add(Severity::kWarning, run_stop ? run_stop->line : 0,
+          "the run did not converge (run_stop status " + status + "; target " + review_.target_description +
+              " not reached); it counts as a dropped run");
+    } else if (review_.run_stop_status != "success") {
+      add(Severity::kWarning, run_stop ? run_stop->line : 0,
+          "the target was reached on line " + std::to_string(reached_at->line) + " but run_stop status is " + status +
+              "; the run counts as not converged");
+    }
+  }
+
+  void check_tensors(const TensorSetRule& rule) {
+    std::set<std::string> logged;
+    for (const size_t position : index_.positions(rule.key)) {
+      const LogEvent& event = index_.at(position);
+      const auto field = event.metadata.find(rule.metadata_field);
+      if (field == event.metadata.end() || !field->is_string()) {
+        add(rule.severity, event.line, key_name(rule.key) + " has no string metadata " + key_name(rule.metadata_field));
+        continue;
+      }
+      logged.insert(field->get<std::string>());
+    }
+    const std::set<std::string> expected(rule.expected.begin(), rule.expected.end());
+    if (logged.empty()) {
+      add(rule.severity, 0,
+          "no " + key_name(rule.key) + " lines; the rules expect " + std::to_string(expected.size()) + " tensors");
+      return;
+    }
+    std::vector<std::string> missing, unexpected;
+    std::set_difference(expected.begin(), expected.end(), logged.begin(), logged.end(), std::back_inserter(missing));
+    std::set_difference(logged.begin(), logged.end(), expected.begin(), expected.end(), std::back_inserter(unexpected));
+    const auto sample = [](const std::vector<std::string>& names) {
+      std::string text;
+      for (size_t i = 0; i < names.size() && i < 3; ++i) text += (i ? ", " : "") + printable(names[i], 60);
+      return text + (names.size() > 3 ? ", ..." : "");
+    };
+    if (!missing.empty())
+      add(rule.severity, 0,
+          std::to_string(missing.size()) + " expected tensors have no " + key_name(rule.key) +
+              " line: " + sample(missing));
+    if (!unexpected.empty())
+      add(rule.severity, 0,
+          std::to_string(unexpected.size()) + " initialized tensors are not in the rules' list: " + sample(unexpected));
+  }
+
+  void extract_results() {
+    review_.benchmark = index_.first_string("submission_benchmark");
+    review_.division = index_.first_string("submission_division");
+    review_.org = index_.first_string("submission_org");
+    review_.platform = index_.first_string("submission_platform");
+    review_.submission_status = index_.first_string("submission_status");
+    if (const LogEvent* batch = index_.first("global_batch_size"); batch && batch->value.is_number())
+      review_.global_batch_size = batch->value.get<double>();
+
+    const auto run_start = index_.first_position("run_start");
+    const auto run_stop = index_.first_position("run_stop");
+    const double start_ms = run_start ? index_.at(*run_start).time_ms : 0;
+    if (run_start && run_stop && *run_stop > *run_start)
+      review_.minutes = (index_.at(*run_stop).time_ms - start_ms) / 60000.0;
+
+    const BenchmarkRules* benchmark = ruleset_.benchmark(review_.benchmark);
+    review_.convergence_unit = benchmark ? benchmark->convergence : "epoch_num";
+    const std::string metric = target_ ? target_->key : "eval_accuracy";
+    const size_t end = run_stop.value_or(log_.events.size());
+    if (review_.convergence_unit == "train_samples") {
+      for (const size_t position : index_.positions("train_samples"))
+        if (position < end && index_.at(position).value.is_number())
+          review_.convergence = index_.at(position).value.get<double>();
+    } else {
+      for (const size_t position : index_.positions(metric)) {
+        const auto epoch = index_.at(position).metadata.find("epoch_num");
+        if (position < end && epoch != index_.at(position).metadata.end() && epoch->is_number())
+          review_.convergence = epoch->get<double>();
+      }
+    }
+    if (run_start) {
+      const std::string plotted_field =
+          target_ && !target_->field_thresholds.empty() ? target_->field_thresholds.begin()->first : "";
+      for (const size_t position : index_.positions(metric)) {
+        if (position < *run_start || position > end) continue;
+        const LogEvent& event = index_.at(position);
+        const json& value =
+            plotted_field.empty() || !event.value.is_object() ? event.value : event.value.value(plotted_field, json());
+        const auto number = value.is_boolean() ? std::nullopt : number_of(value);
+        if (number && std::isfinite(*number)) review_.curve.push_back({(event.time_ms - start_ms) / 60000.0, *number});
+      }
+    }
+    for (const size_t position : index_.positions("seed")) {
+      const LogEvent& event = index_.at(position);
+      review_.seeds.push_back({event.value, event.line});
+      ValueCheck integer;
+      integer.integer = true;
+      if (auto problem = check_value(integer, event.value)) add(Severity::kError, event.line, "'seed': " + *problem);
+    }
+  }
+
+  const ParsedLog& log_;
+  const Ruleset& ruleset_;
+  RunReview& review_;
+  EventIndex index_;
+  std::map<std::string, KeyRule> rules_;
+  std::optional<TargetRule> target_;
+  std::optional<TensorSetRule> tensors_;
+};
+
+}  // namespace
+
+RunReview review_log(const ParsedLog& log, const Ruleset& ruleset) {
+  RunReview review;
+  review.path = log.path;
+  review.findings = log.findings;
+  LogChecker(log, ruleset, review).run();
+  std::stable_sort(review.findings.begin(), review.findings.end(),
+                   [](const Finding& a, const Finding& b) { return a.line < b.line; });
+  return review;
+}
+
+std::set<std::string> keys_read_by_review(const Ruleset& ruleset) {
+  std::set<std::string> keys = {
+      "submission_benchmark", "submission_division", "submission_org", "submission_platform", "submission_status",
+      "global_batch_size",    "run_start",           "run_stop",       "train_samples",       "seed",
+      "eval_accuracy"};
+  for (const auto& [name, config] : ruleset.configs) {
+    for (const auto& rule : config.keys) {
+      keys.insert(rule.key);
+      if (!rule.alternative_key.empty()) keys.insert(rule.alternative_key);
+      keys.insert(rule.after.begin(), rule.after.end());
+      keys.insert(rule.not_after.begin(), rule.not_after.end());
+      if (!rule.within_ms_of_first_key.empty()) keys.insert(rule.within_ms_of_first_key);
+    }
+    if (config.target) keys.insert(config.target->key);
+    if (config.tensors) keys.insert(config.tensors->key);
+  }
+  if (!ruleset.preset.key.empty()) keys.insert({ruleset.preset.key, ruleset.preset.target_key});
+  return keys;
+}
+
+RunReview review_log_file(const std::string& path, const Ruleset& ruleset) {
+  ParseLimits limits;
+  const std::set<std::string> keys = keys_read_by_review(ruleset);
+  limits.keep_key = [&keys](const std::string& key) { return keys.count(key) > 0; };
+  return review_log(parse_log_file(path, limits), ruleset);
+}
+
+}  // namespace trainbench::review

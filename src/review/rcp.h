@@ -1,0 +1,74 @@
+#pragma once
+// Reference convergence points (training rules §2, v1.1 rcp_checker). An RCP table lists, per global batch
+// size, how many epochs (samples for BERT) reference runs needed to converge. A submission converges
+// suspiciously fast when its olympic mean is below the smallest mean that a one-sided, equal-variance
+// two-sample Student t-test (alpha 0.05) would not reject, found by bisection; batch sizes between RCPs are
+// linearly interpolated, sizes above all RCPs are a "Missing RCP", sizes below all are compared with the
+// smallest one.
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainbench::review {
+
+// P(T <= t) for Student's t distribution with `dof` degrees of freedom.
+double student_t_cdf(double t, double dof);
+
+// Mean and population standard deviation after dropping `drop_each_side` values from each end.
+struct OlympicStats {
+  double mean = 0;
+  double stdev = 0;
+  int samples = 0;  // values left after the drop
+};
+OlympicStats olympic_stats(std::vector<double> values, int drop_each_side);
+
+// The smallest submission mean not rejected by the one-sided t-test against a reference with this mean and
+// stdev, assuming the submission has the same stdev. Bisection on [0, mean] to `tolerance`.
+double min_acceptable_mean(double mean, double stdev, int reference_samples, int submission_samples,
+                           double alpha = 0.05, double tolerance = 1e-4);
+
+struct RcpPoint {
+  std::string name;
+  double batch_size = 0;
+  std::vector<double> epochs;  // empty for an interpolated point
+  double mean = 0;
+  double stdev = 0;
+  double min_epochs = 0;  // minimum acceptable submission mean
+  double max_speedup() const { return min_epochs > 0 ? mean / min_epochs : 0; }
+};
+
+struct RcpParameters {
+  int submission_runs = 5;  // the benchmark's run count; the t-test assumes submission_runs - 2 samples
+  int drop_each_side = 1;
+  double alpha = 0.05;
+  double tolerance = 1e-4;
+};
+
+struct RcpTable {
+  std::string benchmark;
+  std::string origin;
+  std::vector<RcpPoint> points;  // sorted by batch size
+};
+
+// Parses a table in the mlcommons/logging layout ({"name": {"Benchmark", "BS", "Epochs to converge"}, ...});
+// top-level "note" fields are skipped. Throws trainbench::Error naming `origin`.
+RcpTable parse_rcp_table(const std::string& json_text, const std::string& origin, const RcpParameters& parameters);
+
+// Linear interpolation of mean and stdev between two points; min_epochs is recomputed with
+// 2 * submission_runs reference samples, as the v1.1 checker does.
+RcpPoint interpolate_rcp(double batch_size, const RcpPoint& low, const RcpPoint& high, const RcpParameters& parameters);
+
+struct RcpVerdict {
+  bool passed = false;
+  bool bypassed = false;    // failed, but --rcp-bypass turned it into a pass
+  std::string outcome;      // "RCP found", "RCP Interpolation", "RCP not found but ...", "Missing RCP", ...
+  std::string explanation;  // one sentence with the numbers
+  std::optional<RcpPoint> reference;
+  std::optional<double> submission_mean;
+};
+
+// `convergence` has one entry per run: the epochs (or samples) it converged at, or nothing when it did not.
+RcpVerdict check_rcp(const RcpTable& table, double batch_size, const std::vector<std::optional<double>>& convergence,
+                     const RcpParameters& parameters, bool bypass, bool bypass_covers_missing);
+
+}  // namespace trainbench::review

@@ -1,0 +1,431 @@
+#include "review/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "review/review_output.h"
+#include "review/system_description.h"
+#include "util/atomic_file.h"
+
+namespace trainbench::review {
+
+namespace {
+
+// The MLPerf results pages' column order; benchmarks outside it follow alphabetically.
+const std::vector<std::string> kBenchmarkOrder = {"resnet", "ssd",  "maskrcnn", "rnnt",
+                                                  "unet3d", "bert", "dlrm",     "minigo"};
+
+// The common ten-colour category palette; runs past ten reuse it in order.
+const std::vector<std::string> kPalette = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                           "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
+
+struct Row {
+  size_t input = 0;  // index into the inputs
+  std::string folder;
+  std::string system;
+  std::string hardware;
+  std::map<std::string, const BenchmarkReview*> results;
+};
+
+struct Comparison {
+  std::string benchmark;
+  const BenchmarkReview* first = nullptr;
+  const BenchmarkReview* second = nullptr;
+  std::optional<double> speedup;  // first minutes / second minutes: > 1 means the second is faster
+};
+
+struct Series {
+  std::string label;
+  std::vector<CurvePoint> points;
+};
+
+std::string text(const std::string& value, size_t max_bytes = 200) { return html_escape(printable(value, max_bytes)); }
+
+std::string format(const char* pattern, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, pattern, value);
+  return buffer;
+}
+
+std::string run_name(const RunReview& run) { return std::filesystem::path(run.path).stem().string(); }
+
+std::vector<std::string> benchmark_order(const std::vector<Row>& rows) {
+  std::vector<std::string> found;
+  for (const auto& row : rows)
+    for (const auto& [benchmark, review] : row.results)
+      if (std::find(found.begin(), found.end(), benchmark) == found.end()) found.push_back(benchmark);
+  const auto rank = [](const std::string& name) {
+    const auto it = std::find(kBenchmarkOrder.begin(), kBenchmarkOrder.end(), name);
+    return static_cast<size_t>(it - kBenchmarkOrder.begin());
+  };
+  std::sort(found.begin(), found.end(),
+            [&](const std::string& a, const std::string& b) { return rank(a) != rank(b) ? rank(a) < rank(b) : a < b; });
+  return found;
+}
+
+std::vector<Row> collect_rows(const std::vector<ReportInput>& inputs) {
+  std::vector<Row> rows;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (const auto& system : inputs[i].review.systems) {
+      Row row;
+      row.input = i;
+      row.folder = inputs[i].label;
+      row.system = system.name;
+      row.hardware = hardware_label(system.description);
+      for (const auto& benchmark : system.benchmarks) row.results[benchmark.benchmark] = &benchmark;
+      rows.push_back(std::move(row));
+    }
+  }
+  return rows;
+}
+
+std::vector<Comparison> compare(const std::vector<Row>& rows, const std::vector<std::string>& benchmarks) {
+  std::vector<Comparison> pairs;
+  for (const auto& benchmark : benchmarks) {
+    std::vector<std::pair<const Row*, const BenchmarkReview*>> first, second;
+    for (const auto& row : rows) {
+      const auto found = row.results.find(benchmark);
+      if (found == row.results.end()) continue;
+      (row.input == 0 ? first : second).emplace_back(&row, found->second);
+    }
+    // One result on each side pairs directly (two software versions on one system); otherwise by system name.
+    for (const auto& [row_a, review_a] : first) {
+      for (const auto& [row_b, review_b] : second) {
+        if (!(first.size() == 1 && second.size() == 1) && row_a->system != row_b->system) continue;
+        Comparison pair{benchmark, review_a, review_b, std::nullopt};
+        if (review_a->score.mean_minutes && review_b->score.mean_minutes && *review_b->score.mean_minutes > 0)
+          pair.speedup = *review_a->score.mean_minutes / *review_b->score.mean_minutes;
+        pairs.push_back(pair);
+      }
+    }
+  }
+  return pairs;
+}
+
+std::string score_cell(const BenchmarkReview* review) {
+  if (!review || !review->score.mean_minutes) return review ? "no score" : "";
+  return format_minutes(*review->score.mean_minutes);
+}
+
+std::string csv_field(const std::string& value) {
+  const std::string clean = printable(value, 400);
+  if (clean.find_first_of(",\"\n") == std::string::npos) return clean;
+  std::string quoted = "\"";
+  for (const char c : clean) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+std::string markdown_cell(const std::string& value) {
+  std::string out;
+  for (const char c : printable(value, 200)) {
+    if (c == '|' || c == '\\' || c == '*' || c == '_' || c == '`' || c == '<' || c == '>' || c == '[' || c == ']')
+      out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// Round numbers for axis ticks: 1, 2 or 5 times a power of ten.
+double tick_step(double range) {
+  if (!(range > 0)) return 1;
+  const double raw = range / 5;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  for (const double factor : {1.0, 2.0, 5.0})
+    if (raw <= factor * magnitude) return factor * magnitude;
+  return 10 * magnitude;
+}
+
+std::string tick_label(double value, double step) {
+  const int decimals = std::max(0, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, std::fabs(value) < step * 1e-6 ? 0.0 : value);
+  return buffer;
+}
+
+std::string render_chart(const std::string& benchmark, const std::vector<Series>& series, std::optional<double> target,
+                         const std::string& metric) {
+  constexpr double kWidth = 640, kHeight = 320, kLeft = 64, kRight = 16, kTop = 16, kBottom = 44;
+  double max_x = 0, min_y = target.value_or(INFINITY), max_y = target.value_or(-INFINITY);
+  for (const auto& line : series) {
+    for (const auto& point : line.points) {
+      max_x = std::max(max_x, point.minutes);
+      min_y = std::min(min_y, point.value);
+      max_y = std::max(max_y, point.value);
+    }
+  }
+  if (!(max_x > 0)) max_x = 1;
+  if (!std::isfinite(min_y)) min_y = 0, max_y = 1;
+  if (max_y - min_y < 1e-9) min_y -= 0.5, max_y += 0.5;
+  const double x_step = tick_step(max_x), y_step = tick_step(max_y - min_y);
+  const double x_end = std::ceil(max_x / x_step) * x_step;
+  const double y_begin = std::floor(min_y / y_step) * y_step, y_end = std::ceil(max_y / y_step) * y_step;
+  const auto to_x = [&](double minutes) { return kLeft + minutes / x_end * (kWidth - kLeft - kRight); };
+  const auto to_y = [&](double value) {
+    return kTop + (y_end - value) / (y_end - y_begin) * (kHeight - kTop - kBottom);
+  };
+
+  std::string svg =
+      "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 640 320\" role=\"img\" aria-label=\"" +
+      text(benchmark) + " convergence\">\n";
+  for (int i = 0; i * x_step <= x_end + 1e-9; ++i) {
+    const double x = to_x(i * x_step);
+    svg += "<line class=\"grid\" x1=\"" + format("%.1f", x) + "\" y1=\"" + format("%.1f", kTop) + "\" x2=\"" +
+           format("%.1f", x) + "\" y2=\"" + format("%.1f", kHeight - kBottom) + "\"/>";
+    svg += "<text x=\"" + format("%.1f", x) + "\" y=\"" + format("%.1f", kHeight - kBottom + 16) +
+           "\" text-anchor=\"middle\">" + tick_label(i * x_step, x_step) + "</text>\n";
+  }
+  for (int i = 0; y_begin + i * y_step <= y_end + y_step * 1e-6; ++i) {
+    const double value = y_begin + i * y_step, y = to_y(value);
+    svg += "<line class=\"grid\" x1=\"" + format("%.1f", kLeft) + "\" y1=\"" + format("%.1f", y) + "\" x2=\"" +
+           format("%.1f", kWidth - kRight) + "\" y2=\"" + format("%.1f", y) + "\"/>";
+    svg += "<text x=\"" + format("%.1f", kLeft - 6) + "\" y=\"" + format("%.1f", y + 4) + "\" text-anchor=\"end\">" +
+           tick_label(value, y_step) + "</text>\n";
+  }
+  svg += "<text x=\"" + format("%.1f", (kLeft + kWidth - kRight) / 2) + "\" y=\"" + format("%.1f", kHeight - 6) +
+         "\" text-anchor=\"middle\">minutes since run_start</text>\n";
+  svg += "<text x=\"14\" y=\"" + format("%.1f", (kTop + kHeight - kBottom) / 2) +
+         "\" text-anchor=\"middle\" transform=\"rotate(-90 14 " + format("%.1f", (kTop + kHeight - kBottom) / 2) +
+         ")\">" + text(metric) + "</text>\n";
+  if (target) {
+    const double y = to_y(*target);
+    svg += "<line class=\"target\" x1=\"" + format("%.1f", kLeft) + "\" y1=\"" + format("%.1f", y) + "\" x2=\"" +
+           format("%.1f", kWidth - kRight) + "\" y2=\"" + format("%.1f", y) + "\"/>";
+    svg += "<text class=\"target-label\" x=\"" + format("%.1f", kWidth - kRight - 4) + "\" y=\"" +
+           format("%.1f", y - 4) + "\" text-anchor=\"end\">target " + tick_label(*target, y_step / 100) + "</text>\n";
+  }
+  for (size_t i = 0; i < series.size(); ++i) {
+    const std::string color = kPalette[i % kPalette.size()];
+    std::string points;
+    for (const auto& point : series[i].points)
+      points +=
+          (points.empty() ? "" : " ") + format("%.1f", to_x(point.minutes)) + "," + format("%.1f", to_y(point.value));
+    svg += "<polyline fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.5\" points=\"" + points + "\"><title>" +
+           text(series[i].label) + "</title></polyline>\n";
+  }
+  return svg + "</svg>\n";
+}
+
+const char* kStyle =
+    R"(body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:2em;color:#222;max-width:1100px}
+h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.invalid{color:#b00020}.valid{color:#1b7f3b}.muted{color:#666;font-size:.9em}
+.chart{width:100%;max-width:640px;height:auto;font-size:11px}.chart text{fill:#444}
+.chart .grid{stroke:#e5e5e5;stroke-width:1}.chart .target{stroke:#b00020;stroke-dasharray:6 4;stroke-width:1}
+.chart .target-label{fill:#b00020}
+ul.legend{list-style:none;padding:0;margin:0 0 1em 0;columns:2}ul.legend li{font-size:.9em}
+.swatch{display:inline-block;width:1.2em;height:.35em;margin-right:.4em;vertical-align:middle}
+)";
+
+}  // namespace
+
+std::string html_escape(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (const char c : value) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+ReportFiles render_report(const std::vector<ReportInput>& inputs, const ReportOptions& options) {
+  const std::vector<Row> rows = collect_rows(inputs);
+  const std::vector<std::string> benchmarks = benchmark_order(rows);
+  const bool comparing = options.compare && inputs.size() == 2;
+  const std::vector<Comparison> comparisons = comparing ? compare(rows, benchmarks) : std::vector<Comparison>{};
+  ReportFiles files;
+  std::string& html = files.html;
+  std::string& md = files.markdown;
+
+  html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + text(options.title) +
+         "</title>\n<style>\n" + kStyle + "</style>\n</head>\n<body>\n<h1>" + text(options.title) + "</h1>\n";
+  md = "# " + markdown_cell(options.title) + "\n\n";
+  html += "<p class=\"muted\">Olympic mean of run_start to run_stop in minutes; reviewed with trainbench ruleset ";
+  md += "Olympic mean of run_start to run_stop in minutes; reviewed with trainbench ruleset ";
+  std::string versions;
+  for (const auto& input : inputs)
+    if (versions.find(input.review.ruleset_version) == std::string::npos)
+      versions += (versions.empty() ? "" : ", ") + input.review.ruleset_version;
+  html += text(versions) + ". Results marked INVALID failed the review.</p>\n";
+  md += markdown_cell(versions) + ". Results marked INVALID failed the review.\n\n";
+
+  // Results: systems as rows, benchmarks as columns.
+  html += "<h2>Results</h2>\n<table>\n<tr><th>Folder</th><th>System</th><th>Accelerators</th>";
+  md += "## Results\n\n| Folder | System | Accelerators |";
+  files.csv = "folder,system,hardware,benchmark,valid,minutes,runs,non_converged,rcp\n";
+  for (const auto& benchmark : benchmarks) {
+    html += "<th>" + text(benchmark) + "</th>";
+    md += " " + markdown_cell(benchmark) + " |";
+  }
+  html += "</tr>\n";
+  md += "\n|---|---|---|";
+  for (size_t i = 0; i < benchmarks.size(); ++i) md += "---:|";
+  md += "\n";
+  for (const auto& row : rows) {
+    html += "<tr><td>" + text(row.folder) + "</td><td>" + text(row.system) + "</td><td>" + text(row.hardware) + "</td>";
+    md += "| " + markdown_cell(row.folder) + " | " + markdown_cell(row.system) + " | " + markdown_cell(row.hardware) +
+          " |";
+    for (const auto& benchmark : benchmarks) {
+      const auto found = row.results.find(benchmark);
+      const BenchmarkReview* review = found == row.results.end() ? nullptr : found->second;
+      const std::string cell = score_cell(review);
+      if (!review) {
+        html += "<td></td>";
+        md += " |";
+        continue;
+      }
+      std::string reasons;
+      for (const auto& reason : review->invalid_reasons()) reasons += (reasons.empty() ? "" : "\n") + reason;
+      html += review->valid()
+                  ? "<td class=\"num\">" + text(cell) + "</td>"
+                  : "<td class=\"num invalid\" title=\"" + text(reasons, 2000) + "\">" + text(cell) + " INVALID</td>";
+      md += " " + markdown_cell(cell) + (review->valid() ? "" : " INVALID") + " |";
+      const RcpVerdict* rcp = review->rcp ? &*review->rcp : nullptr;
+      files.csv += csv_field(row.folder) + "," + csv_field(row.system) + "," + csv_field(row.hardware) + "," +
+                   csv_field(benchmark) + "," + (review->valid() ? "true" : "false") + "," +
+                   (review->score.mean_minutes ? format_minutes(*review->score.mean_minutes) : "") + "," +
+                   std::to_string(review->runs.size()) + "," + std::to_string(review->score.non_converged) + "," +
+                   csv_field(rcp ? (rcp->passed ? "pass: " : "fail: ") + rcp->outcome : "") + "\n";
+    }
+    html += "</tr>\n";
+    md += "\n";
+  }
+  html += "</table>\n";
+  md += "\n";
+
+  // Validity, with the reasons for every invalid result.
+  html +=
+      "<h2>Review</h2>\n<table>\n<tr><th>Folder</th><th>System</th><th>Benchmark</th><th>Verdict</th><th>Runs</"
+      "th><th>RCP</th><th>Reasons</th></tr>\n";
+  md +=
+      "## Review\n\n| Folder | System | Benchmark | Verdict | Runs | RCP | Reasons |\n|---|---|---|---|---:|---|---|\n";
+  for (const auto& row : rows) {
+    for (const auto& benchmark : benchmarks) {
+      const auto found = row.results.find(benchmark);
+      if (found == row.results.end()) continue;
+      const BenchmarkReview& review = *found->second;
+      const std::string verdict = review.valid() ? "VALID" : "INVALID";
+      const std::string rcp =
+          review.rcp ? (review.rcp->passed ? "pass" : "fail") + std::string(" (") + review.rcp->outcome + ")" : "";
+      std::string reasons_html, reasons_md;
+      for (const auto& reason : review.invalid_reasons()) {
+        reasons_html += (reasons_html.empty() ? "" : "<br>") + text(reason, 300);
+        reasons_md += (reasons_md.empty() ? "" : "; ") + markdown_cell(reason);
+      }
+      html += "<tr><td>" + text(row.folder) + "</td><td>" + text(row.system) + "</td><td>" + text(benchmark) +
+              "</td><td class=\"" + (review.valid() ? "valid" : "invalid") + "\">" + verdict +
+              "</td><td class=\"num\">" + std::to_string(review.runs.size()) + "</td><td>" + text(rcp) + "</td><td>" +
+              reasons_html + "</td></tr>\n";
+      md += "| " + markdown_cell(row.folder) + " | " + markdown_cell(row.system) + " | " + markdown_cell(benchmark) +
+            " | " + verdict + " | " + std::to_string(review.runs.size()) + " | " + markdown_cell(rcp) + " | " +
+            reasons_md + " |\n";
+    }
+  }
+  html += "</table>\n";
+  md += "\n";
+
+  if (comparing) {
+    const std::string first = inputs[0].label, second = inputs[1].label;
+    html += "<h2>Comparison</h2>\n<p>Speedup of <b>" + text(second) + "</b> over <b>" + text(first) +
+            "</b> (minutes of the first divided by minutes of the second; above 1 means the second is faster).</p>\n"
+            "<table>\n<tr><th>Benchmark</th><th>System (first)</th><th>Minutes (first)</th><th>System (second)</th>"
+            "<th>Minutes (second)</th><th>Speedup</th></tr>\n";
+    md += "## Comparison\n\nSpeedup of " + markdown_cell(second) + " over " + markdown_cell(first) +
+          " (minutes of the first divided by minutes of the second; above 1 means the second is faster).\n\n"
+          "| Benchmark | System (first) | Minutes (first) | System (second) | Minutes (second) | Speedup "
+          "|\n|---|---|---:|---|---:|---:|\n";
+    files.comparison_csv = "benchmark,system_first,minutes_first,system_second,minutes_second,speedup\n";
+    for (const auto& pair : comparisons) {
+      const std::string speedup = pair.speedup ? format("%.3f", *pair.speedup) + "x" : "";
+      html += "<tr><td>" + text(pair.benchmark) + "</td><td>" + text(pair.first->system) + "</td><td class=\"num\">" +
+              text(score_cell(pair.first)) + "</td><td>" + text(pair.second->system) + "</td><td class=\"num\">" +
+              text(score_cell(pair.second)) + "</td><td class=\"num\">" + speedup + "</td></tr>\n";
+      md += "| " + markdown_cell(pair.benchmark) + " | " + markdown_cell(pair.first->system) + " | " +
+            score_cell(pair.first) + " | " + markdown_cell(pair.second->system) + " | " + score_cell(pair.second) +
+            " | " + speedup + " |\n";
+      files.comparison_csv += csv_field(pair.benchmark) + "," + csv_field(pair.first->system) + "," +
+                              score_cell(pair.first) + "," + csv_field(pair.second->system) + "," +
+                              score_cell(pair.second) + "," + (pair.speedup ? format("%.3f", *pair.speedup) : "") +
+                              "\n";
+    }
+    if (comparisons.empty()) {
+      html += "<tr><td colspan=\"6\">no benchmark appears in both folders</td></tr>\n";
+      md += "| no benchmark appears in both folders | | | | | |\n";
+    }
+    html += "</table>\n";
+    md += "\n";
+  }
+
+  // Convergence curves: one chart per benchmark, one line per run.
+  html += "<h2>Convergence</h2>\n";
+  for (const auto& benchmark : benchmarks) {
+    std::vector<Series> series;
+    std::optional<double> target;
+    std::string metric = "eval_accuracy";
+    for (const auto& row : rows) {
+      const auto found = row.results.find(benchmark);
+      if (found == row.results.end()) continue;
+      for (const auto& run : found->second->runs) {
+        if (run.curve.empty()) continue;
+        std::string label = row.system + " / " + run_name(run);
+        if (inputs.size() > 1) label = row.folder + " / " + label;
+        series.push_back({label, run.curve});
+        if (!target && run.target_threshold) target = run.target_threshold;
+        if (!run.target_description.empty())
+          metric = run.target_description.substr(0, run.target_description.find(' '));
+      }
+    }
+    html += "<h3>" + text(benchmark) + "</h3>\n";
+    if (series.empty()) {
+      html += "<p class=\"muted\">no evaluations logged</p>\n";
+      continue;
+    }
+    html += render_chart(benchmark, series, target, metric);
+    html += "<ul class=\"legend\">\n";
+    for (size_t i = 0; i < series.size(); ++i)
+      html += "<li><span class=\"swatch\" style=\"background:" + kPalette[i % kPalette.size()] + "\"></span>" +
+              text(series[i].label) + "</li>\n";
+    html += "</ul>\n";
+  }
+  html += "</body>\n</html>\n";
+  return files;
+}
+
+std::vector<std::string> write_report(const ReportFiles& files, const std::string& folder) {
+  std::vector<std::string> written;
+  const auto write = [&](const std::string& name, const std::string& content) {
+    const std::string path = (std::filesystem::path(folder) / name).string();
+    write_file_atomically(path, content);
+    written.push_back(path);
+  };
+  write("report.html", files.html);
+  write("report.md", files.markdown);
+  write("report.csv", files.csv);
+  if (!files.comparison_csv.empty()) write("comparison.csv", files.comparison_csv);
+  return written;
+}
+
+}  // namespace trainbench::review

@@ -1,0 +1,115 @@
+#pragma once
+// A ruleset is data: rules/training_<version>/rules.json plus its RCP tables, embedded in the binary at build
+// time (or read from a folder with --rules-dir). This header is the in-memory form of that file; the
+// schema is described in docs/review.md. A later round's rules are a new folder, not new code.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "review/finding.h"
+#include "review/json_checks.h"
+
+namespace trainbench::review {
+
+enum class Requirement { kNone, kExactlyOne, kAtLeastOne, kAtLeastOneOr };
+
+// The rule for one log key within a config (the YAML KEY records).
+struct KeyRule {
+  std::string key;
+  std::string config;  // the config that declared it, for messages
+  Requirement requirement = Requirement::kNone;
+  std::string alternative_key;  // satisfies kAtLeastOneOr in place of `key`
+  std::optional<ValueCheck> value;
+  std::map<std::string, ValueCheck> metadata;  // required metadata fields and checks on them
+  std::vector<std::string> after;              // each must have been logged on an earlier line
+  std::vector<std::string> not_after;          // none may have been logged on an earlier line
+  std::string within_ms_of_first_key;          // time_ms - first time of this key < within_ms
+  double within_ms = 0;
+  std::string enqueue;  // config to apply next, "{value}" replaced by this key's value
+};
+
+// The quality target: at least one logged metric must reach it (the YAML ATLEAST_ONE_CHECK).
+struct TargetRule {
+  std::string key = "eval_accuracy";
+  bool higher_is_better = true;
+  std::optional<double> threshold;                 // a scalar metric
+  std::map<std::string, double> field_thresholds;  // an object metric, e.g. {BBOX, SEGM}
+  std::optional<double> bound;                     // exclusive far end: value < bound (or > bound)
+  Severity severity = Severity::kError;
+};
+
+// The set of tensors weights_initialization lines must name (a warning in v1.1).
+struct TensorSetRule {
+  std::string key;
+  std::string metadata_field;
+  std::vector<std::string> expected;  // brace patterns already expanded
+  Severity severity = Severity::kWarning;
+};
+
+struct RuleConfig {
+  std::string name;
+  std::vector<KeyRule> keys;
+  std::optional<TargetRule> target;
+  std::optional<TensorSetRule> tensors;
+};
+
+struct BenchmarkRules {
+  std::string name;
+  int runs = 5;
+  int drop_each_side = 1;
+  std::string rcp_table;                  // file next to rules.json; empty: no RCP check
+  std::string convergence = "epoch_num";  // or "train_samples" (BERT)
+};
+
+// How a trainbench preset log names its preset and its own target.
+struct PresetRule {
+  std::string key;
+  std::string target_key;
+  std::vector<std::string> reference_values;  // preset values that mean "the rules' own target"
+  std::string rcp_table;                      // pattern with {benchmark} and {preset}
+};
+
+struct RcpSettings {
+  double alpha = 0.05;
+  double tolerance = 1e-4;
+  bool bypass_covers_missing = false;
+};
+
+struct SystemDescriptionRules {
+  std::vector<std::string> fields;         // required, in the order `trainbench system` writes them
+  std::vector<std::string> object_fields;  // may be an object instead of a string
+  std::vector<std::string> count_fields;   // must hold a whole number (nodes, accelerators per node)
+};
+
+struct Ruleset {
+  std::string version;    // "1.1.0"
+  std::string folder;     // "training_1.1.0"
+  std::string rules_dir;  // empty: embedded files; otherwise the folder the files were read from
+  std::string description;
+  std::vector<std::string> entry_configs;
+  std::map<std::string, RuleConfig> configs;
+  std::map<std::string, BenchmarkRules> benchmarks;
+  PresetRule preset;
+  RcpSettings rcp;
+  SystemDescriptionRules system_description;
+
+  const BenchmarkRules* benchmark(const std::string& name) const;
+};
+
+// Parses a rules.json text; throws trainbench::Error naming `origin` and the offending field.
+Ruleset parse_ruleset(const std::string& json_text, const std::string& origin);
+
+// The ruleset for a version ("1.1.0"): embedded, or from <rules_dir>/training_<version>/rules.json.
+Ruleset load_ruleset(const std::string& version, const std::string& rules_dir = "");
+
+// A file next to the ruleset's rules.json (an RCP table), or nothing when there is none.
+std::optional<std::string> read_ruleset_file(const Ruleset& ruleset, const std::string& file);
+
+// Versions of the embedded rulesets, e.g. {"1.1.0"}.
+std::vector<std::string> embedded_ruleset_versions();
+
+// Shell-style brace expansion used by tensor lists: "a{1..3}_{x,y}" gives a1_x, a1_y, a2_x, ...
+std::vector<std::string> expand_braces(const std::string& pattern);
+
+}  // namespace trainbench::review

@@ -1,0 +1,91 @@
+// Value checks and rule semantics that the log corpus does not isolate.
+#include "review/compliance.h"
+
+#include <gtest/gtest.h>
+
+#include "review/json_checks.h"
+#include "test_support.h"
+
+namespace trainbench::review {
+namespace {
+
+using nlohmann::json;
+
+ValueCheck check_of(const std::string& spec) { return ValueCheck::from_json(json::parse(spec), "test"); }
+
+TEST(ValueChecks, NumbersGridsAndPowersOfTwo) {
+  EXPECT_FALSE(check_value(check_of(R"({"grid": {"step": 0.001}})"), 0.003));  // 2.9999999999999996 steps
+  EXPECT_TRUE(check_value(check_of(R"({"grid": {"step": 0.001}})"), 0.0035));
+  EXPECT_FALSE(check_value(check_of(R"({"grid": {"origin": 50, "step": 5}})"), 55));
+  EXPECT_TRUE(check_value(check_of(R"({"grid": {"origin": 50, "step": 5}})"), 52));
+  for (const double decay : {0.0001, 5e-05, 2.5e-05, 0.0008})
+    EXPECT_FALSE(check_value(check_of(R"({"power_of_two_times": 0.0001})"), decay));
+  for (const double decay : {0.0003, 0.0, -0.0001})
+    EXPECT_TRUE(check_value(check_of(R"({"power_of_two_times": 0.0001})"), decay));
+  EXPECT_TRUE(check_value(check_of(R"({"gt": 0})"), "12"));  // a string is not a number
+  EXPECT_TRUE(check_value(check_of(R"({"gt": 0})"), true));
+  EXPECT_FALSE(check_value(check_of(R"({"integer": true})"), 2147483647));
+  EXPECT_TRUE(check_value(check_of(R"({"integer": true})"), 2147483647.5));
+}
+
+TEST(ValueChecks, EqualityListsAndShapes) {
+  EXPECT_FALSE(check_value(check_of(R"({"equals": 2})"), 2.0));
+  EXPECT_FALSE(check_value(check_of(R"({"equals": 0.0001})"), 1e-4));
+  EXPECT_TRUE(check_value(check_of(R"({"equals": true})"), 1));
+  EXPECT_FALSE(check_value(check_of(R"({"one_of": [1, "Infinity"]})"), "Infinity"));
+  EXPECT_FALSE(check_value(check_of(R"({"one_of": [1, "Infinity"]})"), 1.0));
+  EXPECT_TRUE(check_value(check_of(R"({"not_empty": true})"), ""));
+  EXPECT_TRUE(check_value(check_of(R"({"not_empty": true})"), nullptr));
+  EXPECT_FALSE(check_value(check_of(R"({"length": 2})"), json::array({1, 2})));
+  EXPECT_TRUE(check_value(check_of(R"({"element": {"index": 3, "value": {"gt": 0}}})"), json::array({1, 2})));
+  EXPECT_EQ(*check_value(check_of(R"({"has_fields": ["BBOX", "SEGM"]})"), json{{"BBOX", 1}}),
+            "value {\"BBOX\":1} has no field 'SEGM'");
+}
+
+// A minimal log whose keys can be edited per test.
+std::string minigo_log(const std::string& extra) {
+  return testing::read_text(testing::test_path("logs/good_minigo_without_blocks_or_sample_counts.txt")) + extra;
+}
+
+TEST(Compliance, LaterConfigsReplaceEarlierRulesForAKey) {
+  // closed_minigo re-declares train_samples without a requirement, so common's EXACTLY_ONE no longer applies.
+  const RunReview review = review_log(parse_log_text(minigo_log(""), "minigo.txt"), testing::ruleset_1_1());
+  EXPECT_TRUE(review.compliant()) << testing::dump(review.findings);
+  EXPECT_EQ(review.configs, (std::vector<std::string>{"common", "closed_common", "closed_minigo"}));
+}
+
+TEST(Compliance, UnknownKeysAreIgnored) {
+  const std::string extra =
+      R"(:::MLLOG {"time_ms": 2, "key": "tracked_stats", "value": {"x": 1}, "metadata": {"step": [1, 2]}})";
+  const RunReview review = review_log(parse_log_text(minigo_log(extra), "minigo.txt"), testing::ruleset_1_1());
+  EXPECT_TRUE(review.compliant()) << testing::dump(review.findings);
+}
+
+TEST(Compliance, EmptyLogListsEveryMissingKey) {
+  const RunReview review = review_log(parse_log_text("", "empty.txt"), testing::ruleset_1_1());
+  EXPECT_FALSE(review.compliant());
+  EXPECT_NE(testing::find_finding(review.findings, Severity::kError,
+                                  "'run_start' is required exactly once but is not logged"),
+            nullptr);
+  EXPECT_FALSE(review.minutes.has_value());
+  EXPECT_FALSE(review.converged());
+}
+
+TEST(Compliance, ReadingOnlyTheKeysTheReviewUsesGivesTheSameVerdict) {
+  const auto keys = keys_read_by_review(testing::ruleset_1_1());
+  EXPECT_TRUE(keys.count("lars_opt_momentum"));
+  EXPECT_TRUE(keys.count("trainbench_target"));
+  EXPECT_FALSE(keys.count("tracked_stats"));
+  for (const char* name : {"good_resnet_lars.txt", "bad_init_start_after_run_start.txt", "mini_preset.txt",
+                           "good_minigo_without_blocks_or_sample_counts.txt", "bad_binary_junk.txt"}) {
+    const std::string path = testing::test_path(std::string("logs/") + name);
+    const RunReview filtered = review_log_file(path, testing::ruleset_1_1());
+    const RunReview full = review_log(parse_log_file(path), testing::ruleset_1_1());
+    EXPECT_EQ(testing::dump(filtered.findings), testing::dump(full.findings)) << name;
+    EXPECT_EQ(filtered.minutes, full.minutes) << name;
+    EXPECT_EQ(filtered.convergence, full.convergence) << name;
+  }
+}
+
+}  // namespace
+}  // namespace trainbench::review

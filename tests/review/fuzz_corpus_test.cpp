@@ -1,0 +1,28 @@
+// Replays the fuzzer's corpus (fuzz/corpus/log_parser) through the parser and the v1.1 checks, so inputs
+// that once broke something stay covered by the normal test run.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "review/compliance.h"
+#include "test_support.h"
+
+namespace trainbench::review {
+namespace {
+
+TEST(FuzzCorpus, EveryInputParsesAndChecksWithoutCrashing) {
+  size_t inputs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(REVIEW_FUZZ_CORPUS_DIR)) {
+    if (!entry.is_regular_file()) continue;
+    ++inputs;
+    const std::string data = testing::read_text(entry.path().string());
+    const ParsedLog log = parse_log_text(data, entry.path().filename().string());
+    const RunReview review = review_log(log, testing::ruleset_1_1());
+    for (const auto& finding : review.findings)
+      EXPECT_EQ(printable(finding.message, 100000), finding.message) << entry.path();
+  }
+  EXPECT_GT(inputs, 10u) << "the corpus is missing";
+}
+
+}  // namespace
+}  // namespace trainbench::review

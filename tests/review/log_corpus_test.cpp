@@ -1,0 +1,120 @@
+// Every log in tests/review/logs states its expected verdict on "# expect:" lines (see logs/README.md).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "review/compliance.h"
+#include "test_support.h"
+
+namespace trainbench::review {
+namespace {
+
+using testing::dump;
+using testing::find_finding;
+
+struct Expectation {
+  std::string kind;  // pass, converged, not-converged, error, warning, note
+  int line = 0;
+  std::string text;
+};
+
+std::vector<Expectation> expectations_of(const std::string& content) {
+  std::vector<Expectation> result;
+  std::istringstream in(content);
+  const std::string marker = "# expect: ";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(marker, 0) != 0) continue;
+    std::string rest = line.substr(marker.size());
+    Expectation expectation;
+    const size_t space = rest.find(' ');
+    expectation.kind = rest.substr(0, space);
+    rest = space == std::string::npos ? "" : rest.substr(space + 1);
+    if (rest.rfind("line ", 0) == 0 && rest.find(':') != std::string::npos) {
+      expectation.line = std::stoi(rest.substr(5, rest.find(':') - 5));
+      rest = rest.substr(rest.find(':') + 1);
+      if (!rest.empty() && rest.front() == ' ') rest.erase(0, 1);
+    }
+    expectation.text = rest;
+    result.push_back(expectation);
+  }
+  return result;
+}
+
+Severity severity_of(const std::string& kind) {
+  return kind == "error" ? Severity::kError : kind == "warning" ? Severity::kWarning : Severity::kNote;
+}
+
+class LogCorpus : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LogCorpus, ReviewSaysWhatTheLogExpects) {
+  const std::string path = testing::test_path("logs/" + GetParam());
+  const auto expectations = expectations_of(testing::read_text(path));
+  ASSERT_FALSE(expectations.empty()) << path << " has no '# expect:' lines";
+  const RunReview review = review_log_file(path, testing::ruleset_1_1());
+  bool expects_error = false;
+  for (const auto& expectation : expectations) {
+    if (expectation.kind == "pass") {
+      EXPECT_TRUE(review.compliant()) << "expected no errors:\n" << dump(review.findings);
+    } else if (expectation.kind == "converged") {
+      EXPECT_TRUE(review.converged()) << dump(review.findings);
+    } else if (expectation.kind == "not-converged") {
+      EXPECT_FALSE(review.converged()) << dump(review.findings);
+    } else {
+      ASSERT_TRUE(expectation.kind == "error" || expectation.kind == "warning" || expectation.kind == "note")
+          << "unknown expectation '" << expectation.kind << "'";
+      expects_error = expects_error || expectation.kind == "error";
+      const Finding* finding = find_finding(review.findings, severity_of(expectation.kind), expectation.text);
+      ASSERT_NE(finding, nullptr) << "no " << expectation.kind << " containing \"" << expectation.text << "\" in:\n"
+                                  << dump(review.findings);
+      if (expectation.line > 0) {
+        EXPECT_EQ(finding->line, expectation.line) << format_finding(*finding);
+      }
+      EXPECT_EQ(finding->file, path);
+    }
+  }
+  EXPECT_EQ(review.compliant(), !expects_error) << dump(review.findings);
+}
+
+std::vector<std::string> corpus_files() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(testing::test_path("logs")))
+    if (entry.path().extension() == ".txt") names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param.substr(0, info.param.size() - 4);
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Logs, LogCorpus, ::testing::ValuesIn(corpus_files()), test_name);
+
+TEST(LogCorpusFacts, ConvergencePointsAndMinutesComeFromTheLog) {
+  const RunReview resnet = review_log_file(testing::test_path("logs/good_resnet_lars.txt"), testing::ruleset_1_1());
+  ASSERT_TRUE(resnet.minutes.has_value());
+  EXPECT_NEAR(*resnet.minutes, 30.0 + 502.0 / 60000.0, 1e-9);  // two 15-minute blocks, then eval and run_stop
+  EXPECT_EQ(resnet.convergence, 8.0);
+  EXPECT_EQ(resnet.global_batch_size, 3264.0);
+  ASSERT_EQ(resnet.curve.size(), 2u);
+  EXPECT_DOUBLE_EQ(resnet.curve[1].value, 0.7612);
+  EXPECT_EQ(resnet.configs,
+            (std::vector<std::string>{"common", "closed_common", "closed_resnet", "closed_resnet_lars"}));
+
+  const RunReview bert = review_log_file(testing::test_path("logs/good_bert_nvidia_shape.txt"), testing::ruleset_1_1());
+  EXPECT_EQ(bert.convergence_unit, "train_samples");
+  EXPECT_EQ(bert.convergence, 2550016.0);
+
+  const RunReview mini = review_log_file(testing::test_path("logs/mini_preset.txt"), testing::ruleset_1_1());
+  EXPECT_EQ(mini.preset, "mini");
+  EXPECT_EQ(mini.target_threshold, 0.5);
+  const RunReview reference = review_log_file(testing::test_path("logs/reference_preset.txt"), testing::ruleset_1_1());
+  EXPECT_EQ(reference.preset, "");
+  EXPECT_EQ(reference.target_threshold, 0.759);
+}
+
+}  // namespace
+}  // namespace trainbench::review

@@ -1,0 +1,96 @@
+#include "review/report.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "test_support.h"
+
+namespace trainbench::review {
+namespace {
+
+// Set TRAINBENCH_UPDATE_SNAPSHOTS=1 to rewrite tests/review/snapshots after an intended change, then review
+// the diff.
+void expect_snapshot(const std::string& name, const std::string& actual) {
+  const std::string path = testing::test_path("snapshots/" + name);
+  if (std::getenv("TRAINBENCH_UPDATE_SNAPSHOTS")) {
+    testing::write_text(path, actual);
+    return;
+  }
+  ASSERT_TRUE(std::filesystem::exists(path)) << "no snapshot " << path << "; run with TRAINBENCH_UPDATE_SNAPSHOTS=1";
+  EXPECT_EQ(actual, testing::read_text(path))
+      << "differs from " << path << " (TRAINBENCH_UPDATE_SNAPSHOTS=1 rewrites it)";
+}
+
+std::vector<ReportInput> two_versions() {
+  std::vector<ReportInput> inputs;
+  for (const char* version : {"v1", "v2"})
+    inputs.push_back({version, review_submission(testing::test_path(std::string("report_input/") + version),
+                                                 testing::ruleset_1_1())});
+  return inputs;
+}
+
+TEST(Report, MatchesTheSnapshot) {
+  const auto inputs = two_versions();
+  ASSERT_TRUE(inputs[0].review.valid());
+  ASSERT_TRUE(inputs[1].review.valid());
+  ReportOptions options;
+  options.title = "Example software v1 vs v2";
+  options.compare = true;
+  const ReportFiles files = render_report(inputs, options);
+  expect_snapshot("report.md", files.markdown);
+  expect_snapshot("report.csv", files.csv);
+  expect_snapshot("comparison.csv", files.comparison_csv);
+  expect_snapshot("report.html", files.html);
+  // Rendering is deterministic.
+  EXPECT_EQ(render_report(two_versions(), options).html, files.html);
+}
+
+TEST(Report, ComparisonGivesTheSpeedupOfTheSecondFolder) {
+  ReportOptions options;
+  options.compare = true;
+  const ReportFiles files = render_report(two_versions(), options);
+  // Each run lasts its three blocks plus 403 ms. v1: 30.007, 30.507, (not converged: inf), 31.007, 30.257 ->
+  // mean(30.257, 30.507, 31.007) = 30.590. v2: 18.007, 18.507, 17.507, 18.757, 18.257 -> 18.257. 30.590 / 18.257
+  // = 1.676.
+  EXPECT_NE(files.comparison_csv.find("resnet,example_box,30.590,example_box,18.257,1.676"), std::string::npos)
+      << files.comparison_csv;
+}
+
+TEST(Report, HtmlIsSelfContainedAndEscapesEverythingFromTheInput) {
+  const ReportFiles files = render_report(two_versions(), {});
+  const std::string& html = files.html;
+  EXPECT_NE(html.find("Example &lt;b&gt;GPU&lt;/b&gt; &amp; &quot;friends&quot;"), std::string::npos);
+  EXPECT_EQ(html.find("<b>GPU"), std::string::npos);
+  for (const char* external : {"<script", "src=", "href=", "@import", "url("})
+    EXPECT_EQ(html.find(external), std::string::npos) << external;
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("<polyline"), std::string::npos);
+
+  testing::ScratchFolder scratch;
+  const std::string hostile = "<img src=x onerror=alert(1)>";
+  for (int i = 0; i < 5; ++i) {
+    std::string log = testing::read_text(testing::test_path("report_input/v1/results/example_box/resnet/result_0.txt"));
+    log.replace(log.find("\"value\": 101"), 12, "\"value\": " + std::to_string(300 + i));
+    testing::write_text(scratch / (hostile + "/resnet/result_" + std::to_string(i) + ".txt"), log);
+  }
+  const ReportFiles hostile_files =
+      render_report({{"folder \"<x>\"", review_submission(scratch.path(), testing::ruleset_1_1())}}, {});
+  EXPECT_EQ(hostile_files.html.find("<img"), std::string::npos);
+  EXPECT_NE(hostile_files.html.find("&lt;img src=x onerror=alert(1)&gt;"), std::string::npos);
+  EXPECT_NE(hostile_files.markdown.find("\\<img src=x onerror=alert(1)\\>"), std::string::npos)
+      << hostile_files.markdown;
+}
+
+TEST(Report, WritesTheFiles) {
+  testing::ScratchFolder scratch;
+  ReportOptions options;
+  options.compare = true;
+  const auto written = write_report(render_report(two_versions(), options), scratch / "out");
+  EXPECT_EQ(written.size(), 4u);
+  for (const auto& path : written) EXPECT_TRUE(std::filesystem::file_size(path) > 0) << path;
+}
+
+}  // namespace
+}  // namespace trainbench::review

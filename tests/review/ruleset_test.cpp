@@ -1,0 +1,71 @@
+#include "review/ruleset.h"
+
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+#include "util/error.h"
+
+namespace trainbench::review {
+namespace {
+
+TEST(Ruleset, EmbeddedV11LoadsWithEveryConfigTheChecksNeed) {
+  EXPECT_EQ(embedded_ruleset_versions(), std::vector<std::string>{"1.1.0"});
+  const Ruleset& ruleset = testing::ruleset_1_1();
+  EXPECT_EQ(ruleset.version, "1.1.0");
+  for (const char* config :
+       {"common", "closed_common", "open_common", "closed_resnet", "closed_resnet_lars", "closed_resnet_sgd",
+        "closed_bert", "closed_dlrm", "closed_ssd", "closed_maskrcnn", "closed_rnnt", "closed_unet3d", "closed_minigo"})
+    EXPECT_TRUE(ruleset.configs.count(config)) << config;
+  // Every benchmark a division config can pull in exists for both divisions.
+  for (const auto& [name, rules] : ruleset.benchmarks) {
+    EXPECT_TRUE(ruleset.configs.count("closed_" + name)) << name;
+    EXPECT_TRUE(ruleset.configs.count("open_" + name)) << name;
+  }
+  EXPECT_EQ(ruleset.benchmark("unet3d")->runs, 40);
+  EXPECT_EQ(ruleset.benchmark("unet3d")->drop_each_side, 4);
+  EXPECT_EQ(ruleset.benchmark("bert")->convergence, "train_samples");
+  EXPECT_EQ(ruleset.benchmark("minigo")->rcp_table, "");
+  EXPECT_EQ(ruleset.benchmark("nope"), nullptr);
+}
+
+TEST(Ruleset, ResnetTensorPatternsExpandTo161Names) {
+  const auto& tensors = testing::ruleset_1_1().configs.at("closed_resnet").tensors;
+  ASSERT_TRUE(tensors.has_value());
+  EXPECT_EQ(tensors->expected.size(), 161u);  // the NVIDIA log's 161 weights_initialization lines
+  EXPECT_EQ(testing::ruleset_1_1().configs.at("closed_bert").tensors->expected.size(), 5u + 24u * 16u + 10u);
+}
+
+TEST(Ruleset, BraceExpansion) {
+  EXPECT_EQ(expand_braces("a{1..3}"), (std::vector<std::string>{"a1", "a2", "a3"}));
+  EXPECT_EQ(expand_braces("{x,y}_{1..2}").size(), 4u);
+  EXPECT_EQ(expand_braces("plain"), std::vector<std::string>{"plain"});
+  EXPECT_EQ(expand_braces("open{only"), std::vector<std::string>{"open{only"});
+}
+
+TEST(Ruleset, LoadsFromARulesFolder) {
+  const Ruleset ruleset = load_ruleset("1.1.0", REVIEW_RULES_DIR);
+  EXPECT_EQ(ruleset.rules_dir, REVIEW_RULES_DIR);
+  EXPECT_TRUE(read_ruleset_file(ruleset, "rcps_resnet.json").has_value());
+  EXPECT_FALSE(read_ruleset_file(ruleset, "../training_1.1.0/rules.json").has_value());
+  EXPECT_THROW(load_ruleset("9.9.9"), Error);
+  EXPECT_THROW(load_ruleset("9.9.9", REVIEW_RULES_DIR), Error);
+}
+
+TEST(Ruleset, RejectsTyposAndMalformedRules) {
+  const auto parse = [](const std::string& configs) {
+    return parse_ruleset(
+        R"({"ruleset": "t", "entry_configs": ["common"], "benchmarks": {}, "configs": )" + configs + "}", "test");
+  };
+  EXPECT_NO_THROW(parse(R"({"common": {"keys": {"k": {"req": "exactly_one", "value": {"gt": 0}}}}})"));
+  EXPECT_THROW(parse(R"({"common": {"keys": {"k": {"reqq": "exactly_one"}}}})"), Error);
+  EXPECT_THROW(parse(R"({"common": {"keys": {"k": {"req": "twice"}}}})"), Error);
+  EXPECT_THROW(parse(R"({"common": {"keys": {"k": {"req": "at_least_one_or"}}}})"), Error);
+  EXPECT_THROW(parse(R"({"common": {"keys": {"k": {"value": {"gt": "zero"}}}}})"), Error);
+  EXPECT_THROW(parse(R"({"common": {"keys": {"k": {"value": {"between": [1, 2]}}}}})"), Error);
+  EXPECT_THROW(parse(R"({"common": {"target": {"key": "a", "higher_is_better": true}}})"), Error);
+  EXPECT_THROW(parse(R"({"other": {}})"), Error);
+  EXPECT_THROW(parse_ruleset("{", "test"), Error);
+}
+
+}  // namespace
+}  // namespace trainbench::review
