@@ -9,21 +9,35 @@ namespace {
 
 constexpr std::string_view kToken = ":::MLLOG";
 
+// Follows JSON string literals one character at a time, so the scanners below can skip their contents.
+class JsonStringState {
+ public:
+  // Consumes `c`; true when it belongs to a string literal, quotes included.
+  bool consume(char c) {
+    if (in_string_) {
+      if (escaped_)
+        escaped_ = false;
+      else if (c == '\\')
+        escaped_ = true;
+      else if (c == '"')
+        in_string_ = false;
+      return true;
+    }
+    in_string_ = c == '"';
+    return in_string_;
+  }
+
+ private:
+  bool in_string_ = false, escaped_ = false;
+};
+
 // Deepest {}/[] nesting outside strings; stops counting once past `limit`.
 int nesting_depth(std::string_view text, int limit) {
   int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
+  JsonStringState strings;
   for (const char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
+    if (strings.consume(c)) continue;
+    if (c == '{' || c == '[') {
       deepest = std::max(deepest, ++depth);
       if (deepest > limit) break;
     } else if (c == '}' || c == ']') {
@@ -129,20 +143,13 @@ class LineParser {
 std::string quote_non_finite_numbers(std::string_view json_text) {
   std::string out;
   out.reserve(json_text.size());
-  bool in_string = false, escaped = false;
+  JsonStringState strings;
   for (size_t i = 0; i < json_text.size(); ++i) {
     const char c = json_text[i];
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
+    if (strings.consume(c)) {
       out += c;
       continue;
     }
-    if (c == '"') in_string = true;
     bool replaced = false;
     for (const std::string_view word : {"-Infinity", "Infinity", "NaN"}) {
       if (json_text.substr(i, word.size()) == word) {

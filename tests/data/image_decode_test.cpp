@@ -8,11 +8,14 @@
 #include <cstring>
 #include <functional>
 
+#include "support/error_message.h"
 #include "test_files.h"
 #include "util/error.h"
 
 namespace trainbench::data {
 namespace {
+
+using trainbench::testing::error_message;
 
 using testing::TempDir;
 using testing::write_file;
@@ -37,15 +40,6 @@ int max_abs_difference(const Image& a, const Image& b) {
   int worst = 0;
   for (size_t i = 0; i < a.rgb.size(); ++i) worst = std::max(worst, std::abs(int(a.rgb[i]) - int(b.rgb[i])));
   return worst;
-}
-
-std::string error_message(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no Error thrown)";
 }
 
 int jpeg_colorspace(const std::vector<uint8_t>& jpeg) {

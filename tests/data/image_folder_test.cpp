@@ -5,11 +5,14 @@
 #include <filesystem>
 #include <functional>
 
+#include "support/error_message.h"
 #include "test_files.h"
 #include "util/error.h"
 
 namespace trainbench::data {
 namespace {
+
+using trainbench::testing::error_message;
 
 using testing::TempDir;
 using testing::write_file;
@@ -25,15 +28,6 @@ void make_train_tree(const TempDir& dir) {
   touch(dir, "train/n01000000/notes.txt");  // not an image: ignored
   touch(dir, "train/weird-class/1.jpeg");   // any directory name is a class
   touch(dir, "train/README");               // stray file in train/: ignored
-}
-
-std::string error_message(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no Error thrown)";
 }
 
 std::string relative(const TempDir& dir, const std::string& path) {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "util/error.h"
+#include "support/error_message.h"
 
 namespace trainbench {
 namespace {
@@ -12,14 +12,7 @@ const char* const kPresets = R"({"mini": {"batch_size": 8, "base_learning_rate":
                                  "reference": {"batch_size": 3264, "base_learning_rate": 10.5, "optimizer": "lars",
                                                "widths": [64]}})";
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
+using trainbench::testing::error_message;
 
 TEST(Config, AppliesOverridesOfTheSameType) {
   const Config config = Config::from_presets("resnet", kPresets, "mini", {"batch_size=16", "base_learning_rate=1", "optimizer=lars"});
@@ -31,21 +24,21 @@ TEST(Config, AppliesOverridesOfTheSameType) {
 }
 
 TEST(Config, RejectsUnknownPresetKeyAndType) {
-  EXPECT_NE(error_of([] { Config::from_presets("resnet", kPresets, "huge", {}); }).find("'huge' is not a preset of resnet (expected one of: mini, reference)"),
+  EXPECT_NE(error_message([] { Config::from_presets("resnet", kPresets, "huge", {}); }).find("'huge' is not a preset of resnet (expected one of: mini, reference)"),
             std::string::npos);
-  EXPECT_NE(error_of([] { Config::from_presets("resnet", kPresets, "mini", {"batch=3"}); }).find("--set batch: not a setting of resnet/mini"),
+  EXPECT_NE(error_message([] { Config::from_presets("resnet", kPresets, "mini", {"batch=3"}); }).find("--set batch: not a setting of resnet/mini"),
             std::string::npos);
-  EXPECT_NE(error_of([] { Config::from_presets("resnet", kPresets, "mini", {"batch_size=1.5"}); }).find("expected an integer, got a number"),
+  EXPECT_NE(error_message([] { Config::from_presets("resnet", kPresets, "mini", {"batch_size=1.5"}); }).find("expected an integer, got a number"),
             std::string::npos);
-  EXPECT_NE(error_of([] { Config::from_presets("resnet", kPresets, "mini", {"batch_size"}); }).find("expected key=value"),
+  EXPECT_NE(error_message([] { Config::from_presets("resnet", kPresets, "mini", {"batch_size"}); }).find("expected key=value"),
             std::string::npos);
 }
 
 TEST(Config, LookupErrorsNameTheSetting) {
   const Config config = Config::from_presets("resnet", kPresets, "mini", {});
-  EXPECT_NE(error_of([&] { config.integer("optimizer"); }).find("resnet/mini: optimizer: expected an integer, got a string"),
+  EXPECT_NE(error_message([&] { config.integer("optimizer"); }).find("resnet/mini: optimizer: expected an integer, got a string"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { config.number("missing"); }).find("missing setting 'missing'"), std::string::npos);
+  EXPECT_NE(error_message([&] { config.number("missing"); }).find("missing setting 'missing'"), std::string::npos);
 }
 
 }  // namespace
