@@ -3,10 +3,12 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "util/allocator.h"
 #include "util/error.h"
 #include "util/provenance.h"
 
 int main(int argc, char** argv) {
+  trainbench::keep_freed_memory_for_reuse();
   CLI::App app{"trainbench: measures how fast a system trains neural networks to a target quality, under the "
                "rules of MLPerf Training v1.1, and checks and reports the results."};
   app.require_subcommand(1);
