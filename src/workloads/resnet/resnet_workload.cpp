@@ -54,6 +54,26 @@ data::ImageLoaderOptions loader_options(const Config& config, bool train, int64_
   return options;
 }
 
+Lars make_optimizer(ResNet& model, const Config& config) {
+  return Lars(model->parameters(), LarsOptions()
+                                       .momentum(config.number("momentum"))
+                                       .weight_decay(config.number("weight_decay"))
+                                       .eta(config.number("lars_eta"))
+                                       .layer_adaptation(uses_lars(config)));
+}
+
+// Forward, loss (cross entropy with the preset's label smoothing), backward and the optimizer update.
+torch::Tensor train_step(ResNet& model, Lars& optimizer, const torch::Tensor& images, const torch::Tensor& labels,
+                         double label_smoothing, double learning_rate) {
+  optimizer.zero_grad();
+  torch::Tensor loss = torch::nn::functional::cross_entropy(
+      model->forward(images), labels,
+      torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing));
+  loss.backward();
+  optimizer.step(learning_rate);
+  return loss;
+}
+
 // Wraps a loader batch as tensors on `device`: no copy on the CPU (the batch must outlive them), one
 // host-to-device copy otherwise.
 std::pair<torch::Tensor, torch::Tensor> as_tensors(data::ImageBatch& batch, int64_t image_size, torch::Device device) {
@@ -111,11 +131,7 @@ class ResNetWorkload : public Workload {
     model_ = ResNet(model_options(config_));
     model_->to(device_);
     model_->train();
-    optimizer_.emplace(model_->parameters(), LarsOptions()
-                                                 .momentum(config_.number("momentum"))
-                                                 .weight_decay(config_.number("weight_decay"))
-                                                 .eta(config_.number("lars_eta"))
-                                                 .layer_adaptation(lars_));
+    optimizer_.emplace(make_optimizer(model_, config_));
   }
 
   DataSummary open_data() override {
@@ -154,13 +170,8 @@ class ResNetWorkload : public Workload {
         report.skipped_files += batch->skipped;
         if (batch->size == 0) continue;
         auto [images, labels] = as_tensors(*batch, image_size, device_);
-        optimizer_->zero_grad();
-        torch::Tensor loss = torch::nn::functional::cross_entropy(
-            model_->forward(images), labels,
-            torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing));
-        loss.backward();
-        optimizer_->step(schedule_.at(step_++));
-        const double loss_value = loss.item<double>();
+        const double loss_value =
+            train_step(model_, *optimizer_, images, labels, label_smoothing, schedule_.at(step_++)).item<double>();
         if (!std::isfinite(loss_value))
           fail(config_.name(), "training diverged (loss " + std::to_string(loss_value) + " at step " + std::to_string(step_) + ")");
         loss_sum += loss_value;
@@ -237,11 +248,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   ResNet model(model_options(config));
   model->to(device);
   model->train();
-  Lars optimizer(model->parameters(), LarsOptions()
-                                          .momentum(config.number("momentum"))
-                                          .weight_decay(config.number("weight_decay"))
-                                          .eta(config.number("lars_eta"))
-                                          .layer_adaptation(uses_lars(config)));
+  Lars optimizer = make_optimizer(model, config);
   // Training throughput: the full step (forward, loss, backward, optimizer) on batches already in memory,
   // so the number is the compute side alone.
   const auto images = torch::randn({batch_size, 3, image_size, image_size}, device);
@@ -249,13 +256,8 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   std::vector<double> step_seconds;
   for (int64_t step = 0; step < bench_settings.warmup_steps + bench_settings.steps; ++step) {
     const auto begin = std::chrono::steady_clock::now();
-    optimizer.zero_grad();
-    torch::Tensor loss = torch::nn::functional::cross_entropy(
-        model->forward(images), labels,
-        torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(config.number("label_smoothing")));
-    loss.backward();
-    optimizer.step(0.01);
-    loss.item<double>();  // waits for the device, so the step is fully timed
+    // item() waits for the device, so the whole step is timed.
+    train_step(model, optimizer, images, labels, config.number("label_smoothing"), 0.01).item<double>();
     if (step >= bench_settings.warmup_steps)
       step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
   }

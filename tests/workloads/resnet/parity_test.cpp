@@ -79,7 +79,9 @@ TEST(ResNetParity, TwoLarsStepsMatchAnIndependentPyTorchImplementation) {
     loss.backward();
     lars.step(lr);
     EXPECT_NEAR(loss.item<double>(), reference("loss" + std::to_string(step)).item<double>(), 1e-10) << "step " << step;
-    if (step == 0) EXPECT_TRUE(torch::allclose(logits, reference("logits0"), 1e-9, 1e-10));
+    if (step == 0) {
+      EXPECT_TRUE(torch::allclose(logits, reference("logits0"), 1e-9, 1e-10));
+    }
   }
   int compared = 0;
   for (const auto& item : model->named_parameters()) {
