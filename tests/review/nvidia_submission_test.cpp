@@ -214,21 +214,31 @@ TEST_F(NvidiaSubmission, FailedRcpCanBeBypassed) {
 
 TEST(LooseResults, FoldersWithoutResultsAreReviewedAsLooseResults) {
   testing::ScratchFolder scratch;
-  for (int i = 0; i < 5; ++i)
-    testing::write_text(scratch / ("results/mini_cpu/resnet/result_" + std::to_string(i) + ".txt"),
-                        testing::read_text(testing::test_path("logs/mini_preset.txt")));
+  const std::string mini_log = testing::read_text(testing::test_path("logs/mini_preset.txt"));
+  const std::string preset_line = "\"key\": \"trainbench_preset\", \"value\": \"mini\"";
+  std::string tiny_log = mini_log;
+  tiny_log.replace(tiny_log.find(preset_line), preset_line.size(), "\"key\": \"trainbench_preset\", \"value\": \"tiny\"");
+  for (int i = 0; i < 5; ++i) {
+    const std::string name = "result_" + std::to_string(i) + ".txt";
+    testing::write_text(scratch / ("results/mini_cpu/resnet/" + name), mini_log);
+    testing::write_text(scratch / ("results/tiny_cpu/resnet/" + name), tiny_log);
+  }
   const SubmissionReview review = review_submission(scratch / "results", testing::ruleset_1_1());
   EXPECT_FALSE(review.package_layout);
-  ASSERT_EQ(review.systems.size(), 1u);
+  ASSERT_EQ(review.systems.size(), 2u);
   EXPECT_EQ(review.systems[0].name, "mini_cpu");
   ASSERT_EQ(review.systems[0].benchmarks.size(), 1u);
-  const BenchmarkReview& result = review.systems[0].benchmarks[0];
-  EXPECT_EQ(result.benchmark, "resnet");
-  // Identical copies share one seed, and no mini RCP table exists yet (a warning, not an error).
-  EXPECT_NE(find_finding(result.findings, Severity::kError, "seed 42 is also used by result_0.txt"), nullptr)
-      << dump(result.findings);
-  EXPECT_NE(find_finding(result.findings, Severity::kWarning, "has no RCP table rcps_resnet_mini.json"), nullptr)
-      << dump(result.findings);
+  const BenchmarkReview& mini = review.systems[0].benchmarks[0];
+  EXPECT_EQ(mini.benchmark, "resnet");
+  // Identical copies share one seed; the mini runs are held to the shipped mini RCP table (batch 128 only).
+  EXPECT_NE(find_finding(mini.findings, Severity::kError, "seed 42 is also used by result_0.txt"), nullptr)
+      << dump(mini.findings);
+  EXPECT_NE(find_finding(mini.findings, Severity::kError, "Missing RCP, please submit RCP with BS = 3264"), nullptr)
+      << dump(mini.findings);
+  // A preset without a table of its own is reviewed without an RCP check, with a warning.
+  const BenchmarkReview& tiny = review.systems[1].benchmarks.at(0);
+  EXPECT_NE(find_finding(tiny.findings, Severity::kWarning, "has no RCP table rcps_resnet_tiny.json"), nullptr)
+      << dump(tiny.findings);
   EXPECT_THROW(review_submission(scratch / "nowhere", testing::ruleset_1_1()), Error);
 }
 
