@@ -107,8 +107,11 @@ std::vector<Comparison> compare(const std::vector<Row>& rows, const std::vector<
 }
 
 std::string score_cell(const BenchmarkReview* review) {
-  if (!review || !review->score.mean_minutes) return review ? "no score" : "";
-  return format_minutes(*review->score.mean_minutes);
+  if (!review) return "";
+  std::string cell = review->score.mean_minutes ? format_minutes(*review->score.mean_minutes) : "no score";
+  // A preset's minutes are not comparable with the benchmark's own: say which preset they come from.
+  if (!review->runs.empty() && !review->runs.front().preset.empty()) cell += " (" + review->runs.front().preset + " preset)";
+  return cell;
 }
 
 std::string csv_field(const std::string& value) {
@@ -379,36 +382,44 @@ ReportFiles render_report(const std::vector<ReportInput>& inputs, const ReportOp
     md += "\n";
   }
 
-  // Convergence curves: one chart per benchmark, one line per run.
+  // Convergence curves: one chart per benchmark and trainbench preset (a preset has its own target, so its
+  // runs would be misread against the rules' target line), one line per run.
   html += "<h2>Convergence</h2>\n";
-  for (const auto& benchmark : benchmarks) {
+  struct Chart {
     std::vector<Series> series;
     std::optional<double> target;
     std::string metric = "eval_accuracy";
+  };
+  for (const auto& benchmark : benchmarks) {
+    std::map<std::string, Chart> charts;  // by preset; "" (the rules' own target) sorts first
     for (const auto& row : rows) {
       const auto found = row.results.find(benchmark);
       if (found == row.results.end()) continue;
       for (const auto& run : found->second->runs) {
         if (run.curve.empty()) continue;
+        Chart& chart = charts[run.preset];
         std::string label = row.system + " / " + run_name(run);
         if (inputs.size() > 1) label = row.folder + " / " + label;
-        series.push_back({label, run.curve});
-        if (!target && run.target_threshold) target = run.target_threshold;
+        chart.series.push_back({label, run.curve});
+        if (!chart.target && run.target_threshold) chart.target = run.target_threshold;
         if (!run.target_description.empty())
-          metric = run.target_description.substr(0, run.target_description.find(' '));
+          chart.metric = run.target_description.substr(0, run.target_description.find(' '));
       }
     }
-    html += "<h3>" + text(benchmark) + "</h3>\n";
-    if (series.empty()) {
-      html += "<p class=\"muted\">no evaluations logged</p>\n";
+    if (charts.empty()) {
+      html += "<h3>" + text(benchmark) + "</h3>\n<p class=\"muted\">no evaluations logged</p>\n";
       continue;
     }
-    html += render_chart(benchmark, series, target, metric);
-    html += "<ul class=\"legend\">\n";
-    for (size_t i = 0; i < series.size(); ++i)
-      html += "<li><span class=\"swatch\" style=\"background:" + kPalette[i % kPalette.size()] + "\"></span>" +
-              text(series[i].label) + "</li>\n";
-    html += "</ul>\n";
+    for (const auto& [preset, chart] : charts) {
+      const std::string title = preset.empty() ? benchmark : benchmark + " (" + preset + " preset)";
+      html += "<h3>" + text(title) + "</h3>\n";
+      html += render_chart(title, chart.series, chart.target, chart.metric);
+      html += "<ul class=\"legend\">\n";
+      for (size_t i = 0; i < chart.series.size(); ++i)
+        html += "<li><span class=\"swatch\" style=\"background:" + kPalette[i % kPalette.size()] + "\"></span>" +
+                text(chart.series[i].label) + "</li>\n";
+      html += "</ul>\n";
+    }
   }
   html += "</body>\n</html>\n";
   return files;

@@ -83,6 +83,31 @@ TEST(Report, HtmlIsSelfContainedAndEscapesEverythingFromTheInput) {
       << hostile_files.markdown;
 }
 
+TEST(Report, PresetRunsGetTheirOwnChartAndTargetLine) {
+  testing::ScratchFolder scratch;
+  const std::string mini_log = testing::read_text(testing::test_path("logs/mini_preset.txt"));
+  const std::string seed = "\"key\": \"seed\", \"value\": 42";
+  for (int i = 0; i < 5; ++i) {
+    std::string log = mini_log;
+    log.replace(log.find(seed), seed.size(), "\"key\": \"seed\", \"value\": " + std::to_string(50 + i));
+    testing::write_text(scratch / ("results/mini_cpu/resnet/result_" + std::to_string(i) + ".txt"), log);
+  }
+  auto inputs = two_versions();
+  inputs.push_back({"mini", review_submission(scratch / "results", testing::ruleset_1_1())});
+  const std::string html = render_report(inputs, {}).html;
+  // The results table says which minutes are a preset's.
+  EXPECT_LT(html.find(" (mini preset)"), html.find("<h2>Review</h2>"));
+  const size_t reference_chart = html.find("<h3>resnet</h3>");
+  const size_t mini_chart = html.find("<h3>resnet (mini preset)</h3>");
+  ASSERT_NE(reference_chart, std::string::npos);
+  ASSERT_NE(mini_chart, std::string::npos);
+  // Each chart draws its own target: the rules' 0.759 above, the preset's 0.5 below.
+  EXPECT_NE(html.substr(reference_chart, mini_chart - reference_chart).find("target 0.759"), std::string::npos);
+  EXPECT_EQ(html.substr(reference_chart, mini_chart - reference_chart).find("mini_cpu"), std::string::npos);
+  EXPECT_NE(html.substr(mini_chart).find("target 0.5"), std::string::npos);
+  EXPECT_EQ(html.substr(mini_chart).find("target 0.759"), std::string::npos);
+}
+
 TEST(Report, WritesTheFiles) {
   testing::ScratchFolder scratch;
   ReportOptions options;
