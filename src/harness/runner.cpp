@@ -122,7 +122,8 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
   InterruptGuard interrupt_guard;
   std::optional<ProgressLine> progress;
   try {
-    workload.build();
+    for (const std::string& tensor : workload.build())
+      log.event("weights_initialization", nullptr, {{"tensor", tensor}});
     log.end("init_stop");
     if (const int signal_number = pending_interrupt()) throw RunInterrupted{signal_number};
 

@@ -5,7 +5,7 @@
 //
 // Call order, enforced by harness/runner.cpp:
 //   describe()                     before init_start: what to log and how to schedule
-//   build()                        untimed init: model, optimizer, data pipeline; must not read the dataset
+//   build()                        untimed init: model, optimizer; must not read the dataset
 //   ---- run_start (clock starts) ----
 //   open_data()                    first timed step: index the dataset
 //   train(block) / evaluate(block) for each block of the schedule, until the target or the epoch limit
@@ -92,7 +92,9 @@ class Workload {
  public:
   virtual ~Workload() = default;
   virtual WorkloadDescription describe() const = 0;
-  virtual void build() = 0;
+  // Returns the names of the tensors it initialized, as the rules name them (e.g. "conv0_weight"); the
+  // harness logs each as weights_initialization.
+  virtual std::vector<std::string> build() = 0;
   virtual DataSummary open_data() = 0;
   virtual BlockReport train(const Block& block, RunControl& control) = 0;
   virtual double evaluate(const Block& block, RunControl& control) = 0;

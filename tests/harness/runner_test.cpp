@@ -31,7 +31,10 @@ class ScriptedWorkload : public Workload {
     description.hyperparameters = {{"global_batch_size", 32}, {"opt_name", "lars"}};
     return description;
   }
-  void build() override { calls.push_back("build"); }
+  std::vector<std::string> build() override {
+    calls.push_back("build");
+    return {"conv0_weight", "fc1_bias"};
+  }
   DataSummary open_data() override {
     calls.push_back("open_data");
     return {100, 10, {{"lars_opt_learning_rate_decay_steps", 50}}};
@@ -122,7 +125,8 @@ TEST_F(RunnerTest, LifecycleIsInMlperfOrderAndStopsAtTheTarget) {
   const std::vector<std::string> expected_prefix = {
       "submission_benchmark", "submission_org", "submission_division", "submission_status", "submission_platform",
       "cache_clear", "init_start", "trainbench_version", "trainbench_preset", "trainbench_target", "trainbench_threads",
-      "trainbench_device", "seed", "global_batch_size", "opt_name", "init_stop", "run_start", "train_samples", "eval_samples",
+      "trainbench_device", "seed", "global_batch_size", "opt_name", "weights_initialization",
+      "weights_initialization", "init_stop", "run_start", "train_samples", "eval_samples",
       "lars_opt_learning_rate_decay_steps", "block_start", "throughput", "eval_start", "eval_stop", "eval_accuracy",
       "block_stop"};
   ASSERT_GE(keys.size(), expected_prefix.size());
@@ -139,6 +143,9 @@ TEST_F(RunnerTest, LifecycleIsInMlperfOrderAndStopsAtTheTarget) {
   EXPECT_EQ(last_accuracy["key"], "eval_accuracy");
   EXPECT_EQ(last_accuracy["metadata"]["epoch_num"], 11);
   EXPECT_EQ(records[std::find(keys.begin(), keys.end(), "seed") - keys.begin()]["value"], 42);
+  const auto& first_tensor = records[std::find(keys.begin(), keys.end(), "weights_initialization") - keys.begin()];
+  EXPECT_EQ(first_tensor["metadata"]["tensor"], "conv0_weight");
+  EXPECT_TRUE(first_tensor["value"].is_null());
 
   // minutes = (run_stop - run_start) / 60000 with the log's own timestamps
   const auto run_start = records[std::find(keys.begin(), keys.end(), "run_start") - keys.begin()]["time_ms"].get<int64_t>();

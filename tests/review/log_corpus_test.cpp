@@ -116,5 +116,17 @@ TEST(LogCorpusFacts, ConvergencePointsAndMinutesComeFromTheLog) {
   EXPECT_EQ(reference.target_threshold, 0.759);
 }
 
+TEST(LogCorpusFacts, TheReferenceTensorListIsNotAppliedToAPresetModel) {
+  const std::string mini = testing::read_text(testing::test_path("logs/mini_preset.txt"));
+  const std::string preset = "\"value\": \"mini\"";
+  std::string reference = mini;
+  reference.replace(reference.find(preset), preset.size(), "\"value\": \"reference\"");
+  const auto tensor_finding = [](const RunReview& review) {
+    return find_finding(review.findings, Severity::kWarning, "weights_initialization");
+  };
+  EXPECT_EQ(tensor_finding(review_log(parse_log_text(mini, "mini.txt"), testing::ruleset_1_1())), nullptr);
+  EXPECT_NE(tensor_finding(review_log(parse_log_text(reference, "reference.txt"), testing::ruleset_1_1())), nullptr);
+}
+
 }  // namespace
 }  // namespace trainbench::review

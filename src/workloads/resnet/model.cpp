@@ -104,6 +104,27 @@ int64_t ResNetImpl::forward_macs(int64_t image_size) const {
   return macs + channels * o.num_classes();
 }
 
+std::string mlperf_tensor_name(const std::string& parameter_name) {
+  std::vector<std::string> parts;
+  for (size_t start = 0, dot; start <= parameter_name.size(); start = dot + 1) {
+    dot = parameter_name.find('.', start);
+    if (dot == std::string::npos) dot = parameter_name.size();
+    parts.push_back(parameter_name.substr(start, dot - start));
+  }
+  const std::string& kind = parts.back();  // weight or bias
+  const auto bn_suffix = [&] { return kind == "weight" ? "_gamma" : "_beta"; };
+  if (parts.size() == 2 && parts[0] == "conv1") return "conv0_weight";
+  if (parts.size() == 2 && parts[0] == "bn1") return std::string("bn0") + bn_suffix();
+  if (parts.size() == 2 && parts[0] == "fc") return "fc1_" + kind;
+  if (parts.size() >= 4 && parts[0].rfind("layer", 0) == 0) {
+    const std::string unit = "stage" + parts[0].substr(5) + "_unit" + std::to_string(std::stoi(parts[1]) + 1) + "_";
+    if (parts[2] == "downsample") return unit + (parts[3] == "0" ? "conv1sc_weight" : std::string("bnsc") + bn_suffix());
+    if (parts[2].rfind("conv", 0) == 0) return unit + parts[2] + "_weight";
+    if (parts[2].rfind("bn", 0) == 0) return unit + parts[2] + bn_suffix();
+  }
+  return parameter_name;  // not a ResNet parameter; keep its own name
+}
+
 bool is_bn_or_bias(const torch::Tensor& parameter) {
   // In ResNet every 1-D parameter is a BatchNorm scale or shift or a bias; weights are 2-D or 4-D.
   return parameter.dim() <= 1;

@@ -58,6 +58,11 @@ class ResNetImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ResNet);
 
+// The MLPerf reference name of a parameter (the weights_initialization tensor names of the v1.1 rules, from
+// the MXNet reference): conv1.weight -> conv0_weight, layer2.0.bn3.weight -> stage2_unit1_bn3_gamma,
+// layer1.0.downsample.0.weight -> stage1_unit1_conv1sc_weight, fc.bias -> fc1_bias.
+std::string mlperf_tensor_name(const std::string& parameter_name);
+
 // Parameters that are excluded from weight decay and layer adaptation (BatchNorm and biases), as in the
 // MLPerf reference LARS.
 bool is_bn_or_bias(const torch::Tensor& parameter);

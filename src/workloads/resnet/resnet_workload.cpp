@@ -123,7 +123,7 @@ class ResNetWorkload : public Workload {
     return description;
   }
 
-  void build() override {
+  std::vector<std::string> build() override {
     torch::set_num_threads(settings_.threads);
     torch::manual_seed(settings_.seed);
     if (!std::filesystem::is_directory(settings_.data_dir))
@@ -132,6 +132,9 @@ class ResNetWorkload : public Workload {
     model_->to(device_);
     model_->train();
     optimizer_.emplace(make_optimizer(model_, config_));
+    std::vector<std::string> initialized;
+    for (const auto& parameter : model_->named_parameters()) initialized.push_back(mlperf_tensor_name(parameter.key()));
+    return initialized;
   }
 
   DataSummary open_data() override {
