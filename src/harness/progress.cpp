@@ -15,14 +15,10 @@ constexpr double kRateWindowSeconds = 2;
 
 ProgressLine::ProgressLine(std::string label, std::string sample_unit, std::FILE* stream)
     : label_(std::move(label)), unit_(std::move(sample_unit)), stream_(stream),
-      is_terminal_(::isatty(fileno(stream)) != 0) {
-  start_clock();
-}
-
-void ProgressLine::start_clock() {
-  start_ = last_print_ = window_start_ = Clock::now();
-  window_samples_ = 0;
-}
+      is_terminal_(::isatty(fileno(stream)) != 0),
+      start_(Clock::now()),
+      last_print_(start_),
+      window_start_(start_) {}
 
 double ProgressLine::elapsed_seconds() const {
   return std::chrono::duration<double>(Clock::now() - start_).count();

@@ -14,7 +14,6 @@ class ProgressLine {
  public:
   ProgressLine(std::string label, std::string sample_unit, std::FILE* stream = stderr);
 
-  void start_clock();
   // Called after every training step with the epoch reached (fractional) and the step's loss.
   void on_step(double epoch, int64_t samples, double loss);
   void on_eval(double epoch, double value);

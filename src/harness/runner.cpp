@@ -147,6 +147,7 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
       const double block_seconds = (log.now_ms() - block_start_ms) / 1000.0;
       skipped_files += report.skipped_files;
       if (block_seconds > 0) log.event("throughput", report.samples / block_seconds, {{"epoch_num", epoch_json(block.last_epoch_num())}});
+      log.event("trainbench_train_loss", report.mean_loss, {{"epoch_num", epoch_json(block.last_epoch_num())}});
 
       log.start("eval_start", nullptr, {{"epoch_num", epoch_json(block.last_epoch_num())}});
       const double metric = workload.evaluate(block, control);

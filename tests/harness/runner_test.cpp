@@ -127,7 +127,7 @@ TEST_F(RunnerTest, LifecycleIsInMlperfOrderAndStopsAtTheTarget) {
       "cache_clear", "init_start", "trainbench_version", "trainbench_preset", "trainbench_target", "trainbench_threads",
       "trainbench_device", "seed", "global_batch_size", "opt_name", "weights_initialization",
       "weights_initialization", "init_stop", "run_start", "train_samples", "eval_samples",
-      "lars_opt_learning_rate_decay_steps", "block_start", "throughput", "eval_start", "eval_stop", "eval_accuracy",
+      "lars_opt_learning_rate_decay_steps", "block_start", "throughput", "trainbench_train_loss", "eval_start", "eval_stop", "eval_accuracy",
       "block_stop"};
   ASSERT_GE(keys.size(), expected_prefix.size());
   EXPECT_EQ(std::vector<std::string>(keys.begin(), keys.begin() + expected_prefix.size()), expected_prefix);
