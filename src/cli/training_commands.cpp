@@ -19,6 +19,13 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kDefaultDatasetSeed = 1;
+constexpr const char* kCompleteMarker = ".complete";
+
+// Generates a preset's dataset and then marks it complete, so a later run can tell it from an interrupted one.
+void generate_dataset(const WorkloadEntry& entry, const Config& config, const fs::path& dir, int64_t seed) {
+  entry.make_dataset(config, dir.string(), seed);
+  write_file_atomically((dir / kCompleteMarker).string(), "");
+}
 
 std::string default_system_name() {
   char host[256] = {};
@@ -74,12 +81,10 @@ struct WorkloadFlags {
 
   std::string ensure_generated_dataset(const WorkloadEntry& entry, const Config& config) const {
     const fs::path dir = fs::path(data_root) / (entry.name + "-" + preset + "-seed" + std::to_string(kDefaultDatasetSeed));
-    const fs::path marker = dir / ".complete";
-    if (fs::exists(marker)) return dir.string();
+    if (fs::exists(dir / kCompleteMarker)) return dir.string();
     std::cerr << "Generating the " << entry.name << " " << preset << " dataset in " << dir.string() << " ...\n";
     fs::remove_all(dir);  // an earlier, interrupted generation
-    entry.make_dataset(config, dir.string(), kDefaultDatasetSeed);
-    write_file_atomically(marker.string(), "");
+    generate_dataset(entry, config, dir, kDefaultDatasetSeed);
     return dir.string();
   }
 };
@@ -188,8 +193,7 @@ void add_data_command(CLI::App& app) {
     const WorkloadEntry& entry = find_workload(*benchmark);
     const Config config = Config::from_presets(entry.name, entry.presets_json, *preset, {});
     if (fs::exists(*out) && !fs::is_empty(*out)) fail("--out " + *out, "exists and is not empty; choose a new directory");
-    entry.make_dataset(config, *out, *seed);
-    write_file_atomically((fs::path(*out) / ".complete").string(), "");
+    generate_dataset(entry, config, *out, *seed);
     std::cout << "wrote the " << entry.name << " " << *preset << " dataset (seed " << *seed << ") to " << *out << "\n";
   });
 }

@@ -140,20 +140,23 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     HarnessControl control(progress ? &*progress : nullptr, data.train_samples);
     int64_t skipped_files = 0;
     for (const Block& block : description.schedule.blocks()) {
-      const int64_t block_start_ms = log.start(
-          "block_start", nullptr, {{"first_epoch_num", epoch_json(block.first_epoch_num)}, {"epoch_count", epoch_json(block.epoch_count)}});
+      const nlohmann::ordered_json first_epoch{{"first_epoch_num", epoch_json(block.first_epoch_num)}};
+      const nlohmann::ordered_json at_epoch{{"epoch_num", epoch_json(block.last_epoch_num())}};
+      nlohmann::ordered_json block_metadata = first_epoch;
+      block_metadata["epoch_count"] = epoch_json(block.epoch_count);
+      const int64_t block_start_ms = log.start("block_start", nullptr, block_metadata);
       control.begin_block(block);
       const BlockReport report = workload.train(block, control);
       const double block_seconds = (log.now_ms() - block_start_ms) / 1000.0;
       skipped_files += report.skipped_files;
-      if (block_seconds > 0) log.event("throughput", report.samples / block_seconds, {{"epoch_num", epoch_json(block.last_epoch_num())}});
-      log.event("trainbench_train_loss", report.mean_loss, {{"epoch_num", epoch_json(block.last_epoch_num())}});
+      if (block_seconds > 0) log.event("throughput", report.samples / block_seconds, at_epoch);
+      log.event("trainbench_train_loss", report.mean_loss, at_epoch);
 
-      log.start("eval_start", nullptr, {{"epoch_num", epoch_json(block.last_epoch_num())}});
+      log.start("eval_start", nullptr, at_epoch);
       const double metric = workload.evaluate(block, control);
-      log.end("eval_stop", nullptr, {{"epoch_num", epoch_json(block.last_epoch_num())}});
-      log.event(description.target.metric, metric, {{"epoch_num", epoch_json(block.last_epoch_num())}});
-      log.end("block_stop", nullptr, {{"first_epoch_num", epoch_json(block.first_epoch_num)}});
+      log.end("eval_stop", nullptr, at_epoch);
+      log.event(description.target.metric, metric, at_epoch);
+      log.end("block_stop", nullptr, first_epoch);
       if (progress) progress->on_eval(block.last_epoch_num(), metric);
 
       outcome.last_metric = metric;
