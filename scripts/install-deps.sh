@@ -7,9 +7,11 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ ccache pkg-config git
   libtorch-dev libgloo-dev python3-torch
-  libturbojpeg0-dev libpng-dev
+  libturbojpeg0-dev libpng-dev libhdf5-dev zlib1g-dev
   libcli11-dev nlohmann-json3-dev
   googletest libgtest-dev
+  bible-kjv npm
+  openmpi-bin libopenmpi-dev fio
 )
 
 missing=()

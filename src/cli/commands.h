@@ -12,5 +12,7 @@ struct CommandContext {
 
 void add_training_commands(CLI::App& app, CommandContext& context);  // run, bench, data
 void add_review_commands(CLI::App& app, CommandContext& context);    // review, system, report
+void add_launch_command(CLI::App& app, CommandContext& context);     // launch
+void add_comm_probe_command(CLI::App& probe, CommandContext& context);  // probe comm
 
 }  // namespace trainbench::cli

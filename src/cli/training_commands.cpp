@@ -2,10 +2,12 @@
 #include <filesystem>
 #include <iostream>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "dist/communicator.h"
 #include "harness/runner.h"
 #include "review/scoring.h"
 #include "util/atomic_file.h"
@@ -35,7 +37,19 @@ std::string default_system_name() {
   return name.empty() ? "local" : name;
 }
 
-int default_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+// The machine's cores, shared among the ranks started on it.
+int default_threads() {
+  const int local_ranks = dist::detect_rank_environment().local_world;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks);
+}
+
+// Joins the other ranks when a launcher (trainbench launch, torchrun, srun, mpirun) started this process
+// as one of several; a process started alone gets a world of one.
+std::shared_ptr<dist::Communicator> join_ranks(double timeout_seconds) {
+  dist::CommunicatorOptions options;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+  return dist::connect_from_environment(options);
+}
 
 // Flags shared by run and bench: which benchmark, which preset, which data, which machine settings.
 struct WorkloadFlags {
@@ -47,6 +61,7 @@ struct WorkloadFlags {
   int threads = default_threads();
   std::string device = "auto";
   bool skip_corrupt = false;
+  double comm_timeout = 300;
 
   void add_to(CLI::App* command) {
     command->add_option("benchmark", benchmark, "Benchmark to run (resnet)")->required();
@@ -60,6 +75,9 @@ struct WorkloadFlags {
     command->add_option("--device", device, "Compute device: auto (CUDA when available), cpu or cuda")
         ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     command->add_flag("--skip-corrupt", skip_corrupt, "Skip unreadable images and count them in the log instead of failing");
+    command->add_option("--comm-timeout", comm_timeout,
+                        "With several ranks: seconds a collective may wait for a rank before the run aborts naming it")
+        ->capture_default_str()->check(CLI::PositiveNumber);
   }
 
   // Resolves the dataset: --data, or the preset's generated dataset (made on first use).
@@ -79,9 +97,15 @@ struct WorkloadFlags {
     return settings;
   }
 
+  // With several ranks on one machine, local rank 0 generates and the others wait for its marker.
   std::string ensure_generated_dataset(const WorkloadEntry& entry, const Config& config) const {
     const fs::path dir = fs::path(data_root) / (entry.name + "-" + preset + "-seed" + std::to_string(kDefaultDatasetSeed));
     if (fs::exists(dir / kCompleteMarker)) return dir.string();
+    if (dist::detect_rank_environment().local_rank != 0) {
+      std::cerr << "Waiting for local rank 0 to generate " << dir.string() << " ...\n";
+      while (!fs::exists(dir / kCompleteMarker)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return dir.string();
+    }
     std::cerr << "Generating the " << entry.name << " " << preset << " dataset in " << dir.string() << " ...\n";
     fs::remove_all(dir);  // an earlier, interrupted generation
     generate_dataset(entry, config, dir, kDefaultDatasetSeed);
@@ -122,9 +146,13 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->callback([=, &context] {
     const WorkloadEntry& entry = find_workload(flags->benchmark);
     WorkloadSettings settings = flags->settings(entry, true);
+    settings.communicator = join_ranks(flags->comm_timeout);
+    const bool lead = settings.communicator->rank() == 0;  // only rank 0 writes logs and prints
     const fs::path result_dir = fs::path(*out_dir) / *system / entry.name;
-    const int first_index = first_free_result_index(result_dir);
-    const int64_t first_seed = *seed >= 0 ? *seed : static_cast<int64_t>(std::random_device{}() & 0x7fffffff);
+    const int first_index = lead ? first_free_result_index(result_dir) : 0;
+    std::vector<double> shared_seed{static_cast<double>(*seed >= 0 ? *seed : std::random_device{}() & 0x7fffffff)};
+    settings.communicator->broadcast(shared_seed, 0);  // every rank must shuffle and augment alike
+    const auto first_seed = static_cast<int64_t>(shared_seed[0]);
 
     std::vector<review::RunTime> times;
     for (int run = 0; run < *runs; ++run) {
@@ -135,9 +163,17 @@ void add_run_command(CLI::App& app, CommandContext& context) {
       options.result_path = (result_dir / ("result_" + std::to_string(first_index + run) + ".txt")).string();
       options.echo_log = *echo_log;
       options.show_progress = !*quiet;
+      options.ranks = settings.communicator.get();
       settings.seed = options.seed;
       auto workload = entry.create(settings);
       const RunOutcome outcome = run_benchmark(*workload, options);
+      if (!lead) {
+        if (outcome.interrupted_by) {
+          context.exit_code = 128 + outcome.interrupted_by;
+          return;
+        }
+        continue;
+      }
       std::printf("run %d (seed %lld): %s in %.3f minutes, epoch %g, eval %.4f, %.1f img/s -> %s\n", run,
                   static_cast<long long>(options.seed), outcome.converged ? "reached the target" : "did NOT reach the target",
                   outcome.minutes, outcome.convergence_epoch, outcome.last_metric, outcome.samples_per_second,
@@ -152,7 +188,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
       times.push_back({outcome.minutes, outcome.converged});
       if (!outcome.converged) context.exit_code = 1;
     }
-    if (times.size() >= 3) {
+    if (lead && times.size() >= 3) {
       const review::OlympicScore score = review::olympic_score(times);
       if (score.mean_minutes)
         std::printf("olympic mean of %d runs (fastest and slowest dropped): %.3f minutes\n", score.runs, *score.mean_minutes);
@@ -172,8 +208,11 @@ void add_bench_command(CLI::App& app) {
   command->callback([=] {
     const WorkloadEntry& entry = find_workload(flags->benchmark);
     WorkloadSettings settings = flags->settings(entry, false);
-    std::cout << entry.name << " " << flags->preset << ":\n";
-    entry.bench(settings, *bench, std::cout);
+    settings.communicator = join_ranks(flags->comm_timeout);
+    std::ostringstream other_ranks_output;  // ranks other than 0 measure alongside but do not print
+    std::ostream& out = settings.communicator->rank() == 0 ? std::cout : other_ranks_output;
+    out << entry.name << " " << flags->preset << ":\n";
+    entry.bench(settings, *bench, out);
   });
 }
 
@@ -189,9 +228,11 @@ void add_data_command(CLI::App& app) {
   make->add_option("--out", *out, "Output directory (must not exist or be empty)")->required();
   make->add_option("--preset", *preset, "Preset whose dataset to generate")->capture_default_str();
   make->add_option("--seed", *seed, "Dataset seed")->capture_default_str();
+  auto overrides = std::make_shared<std::vector<std::string>>();
+  make->add_option("--set", *overrides, "Override a preset setting, e.g. dataset.train_per_class=100 (repeatable)");
   make->callback([=] {
     const WorkloadEntry& entry = find_workload(*benchmark);
-    const Config config = Config::from_presets(entry.name, entry.presets_json, *preset, {});
+    const Config config = Config::from_presets(entry.name, entry.presets_json, *preset, *overrides);
     if (fs::exists(*out) && !fs::is_empty(*out)) fail("--out " + *out, "exists and is not empty; choose a new directory");
     generate_dataset(entry, config, *out, *seed);
     std::cout << "wrote the " << entry.name << " " << *preset << " dataset (seed " << *seed << ") to " << *out << "\n";

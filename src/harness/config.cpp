@@ -1,5 +1,7 @@
 #include "harness/config.h"
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace trainbench {
@@ -58,10 +60,14 @@ Config Config::from_presets(const std::string& workload, const std::string& pres
       fail("--set " + assignment, "expected key=value");
     const std::string key = assignment.substr(0, equals);
     const nlohmann::json value = parse_override_value(assignment.substr(equals + 1));
-    if (!config.values_.contains(key)) fail("--set " + key, "not a setting of " + config.name_);
-    if (!same_kind(config.values_[key], value))
-      fail("--set " + key, std::string("expected ") + type_name(config.values_[key]) + ", got " + type_name(value));
-    config.values_[key] = value;
+    // "dataset.train_per_class" names a setting inside a nested object.
+    std::string pointer_text = "/" + key;
+    std::replace(pointer_text.begin(), pointer_text.end(), '.', '/');
+    const nlohmann::json::json_pointer pointer(pointer_text);
+    if (!config.values_.contains(pointer)) fail("--set " + key, "not a setting of " + config.name_);
+    if (!same_kind(config.values_[pointer], value))
+      fail("--set " + key, std::string("expected ") + type_name(config.values_[pointer]) + ", got " + type_name(value));
+    config.values_[pointer] = value;
   }
   return config;
 }

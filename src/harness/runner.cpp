@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <unistd.h>
 
@@ -82,10 +83,15 @@ class HarnessControl : public RunControl {
 
 RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger::Clock clock) {
   const WorkloadDescription description = workload.describe();
-  AtomicFile result(options.result_path);
+  SingleRank single_rank;
+  RankGroup& ranks = options.ranks ? *options.ranks : single_rank;
+  const bool logging_rank = ranks.rank() == 0;
+  std::optional<AtomicFile> result;
+  if (logging_rank) result.emplace(options.result_path);
   MlLogger log(
       [&](const std::string& line) {
-        result.write(line);
+        if (!result) return;
+        result->write(line);
         if (options.echo_log) std::cout << line << std::flush;
       },
       clock);
@@ -99,7 +105,7 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     if (!clock_running) log.start("run_start");  // an abort during init still yields a well-formed log
     const int64_t stop_ms = log.end("run_stop", nullptr, metadata);
     outcome.minutes = clock_running ? (stop_ms - run_start_ms) / 60000.0 : 0;
-    result.commit();
+    if (result) result->commit();
   };
 
   // Submission fields, then untimed init.
@@ -115,6 +121,7 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
   log.event("trainbench_target", description.target.threshold, {{"metric", description.target.metric}});
   log.event("trainbench_threads", description.threads);
   log.event("trainbench_device", description.device);
+  log.event("trainbench_ranks", ranks.world());
   log.event("seed", options.seed);
   for (const auto& hyperparameter : description.hyperparameters)
     log.event(hyperparameter.key, hyperparameter.value);
@@ -127,9 +134,10 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     log.end("init_stop");
     if (const int signal_number = pending_interrupt()) throw RunInterrupted{signal_number};
 
+    ranks.barrier();  // the clock starts when every rank is ready
     run_start_ms = log.start("run_start");
     clock_running = true;
-    if (options.show_progress)
+    if (options.show_progress && logging_rank)
       progress.emplace(description.benchmark + " " + description.preset, description.sample_unit);
     const DataSummary data = workload.open_data();
     log.event("train_samples", data.train_samples);
@@ -146,11 +154,14 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
       block_metadata["epoch_count"] = epoch_json(block.epoch_count);
       const int64_t block_start_ms = log.start("block_start", nullptr, block_metadata);
       control.begin_block(block);
-      const BlockReport report = workload.train(block, control);
+      const BlockReport local = workload.train(block, control);
+      std::vector<double> totals{static_cast<double>(local.samples), local.mean_loss,
+                                 static_cast<double>(local.skipped_files)};
+      ranks.sum(totals);
       const double block_seconds = (log.now_ms() - block_start_ms) / 1000.0;
-      skipped_files += report.skipped_files;
-      if (block_seconds > 0) log.event("throughput", report.samples / block_seconds, at_epoch);
-      log.event("trainbench_train_loss", report.mean_loss, at_epoch);
+      skipped_files += static_cast<int64_t>(totals[2]);
+      if (block_seconds > 0) log.event("throughput", totals[0] / block_seconds, at_epoch);
+      log.event("trainbench_train_loss", totals[1] / ranks.world(), at_epoch);
 
       log.start("eval_start", nullptr, at_epoch);
       const double metric = workload.evaluate(block, control);
@@ -167,16 +178,21 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
       }
     }
     if (skipped_files > 0) log.event("trainbench_skipped_files", skipped_files);
+    std::vector<double> total_samples{static_cast<double>(control.total_samples())};
+    ranks.sum(total_samples);
+    ranks.barrier();  // the clock stops when every rank is done
     const double timed_seconds = (log.now_ms() - run_start_ms) / 1000.0;
-    if (timed_seconds > 0) outcome.samples_per_second = control.total_samples() / timed_seconds;
+    if (timed_seconds > 0) outcome.samples_per_second = total_samples[0] / timed_seconds;
     if (progress) progress->finish();
     stop_clock(outcome.converged ? "success" : "aborted", "");
   } catch (const RunInterrupted& interrupt) {
     if (progress) progress->finish();
     outcome.interrupted_by = interrupt.signal_number;
+    ranks.report_failure("interrupted by signal " + std::to_string(interrupt.signal_number));
     stop_clock("aborted", "interrupted by signal " + std::to_string(interrupt.signal_number));
   } catch (const std::exception& error) {
     if (progress) progress->finish();
+    ranks.report_failure(error.what());
     stop_clock("aborted", error.what());
     throw;
   }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "harness/mllog.h"
+#include "harness/rank_group.h"
 #include "harness/workload.h"
 
 namespace trainbench {
@@ -22,6 +23,10 @@ struct RunOptions {
   std::string result_path;  // result_N.txt; it grows as result_N.txt.partial until run_stop
   bool echo_log = false;    // also copy the :::MLLOG lines to stdout
   bool show_progress = true;
+  // The processes training this run together; null means this process alone. Only rank 0 writes the
+  // log and shows progress; its times are taken after a barrier, so run_start and run_stop bracket every
+  // rank's work.
+  RankGroup* ranks = nullptr;
 };
 
 struct RunOutcome {
@@ -34,7 +39,8 @@ struct RunOutcome {
 };
 
 // Runs the lifecycle. An interruption or a failing workload still ends the log with run_stop "aborted"
-// and commits it; a workload error is rethrown after that so the caller can report it.
+// and commits it; a workload error is rethrown after that so the caller can report it. With several ranks,
+// every rank calls this with the same workload settings; block throughput and loss are summed over ranks.
 RunOutcome run_benchmark(Workload& workload, const RunOptions& options,
                          MlLogger::Clock clock = MlLogger::system_clock_ms);
 

@@ -1,5 +1,6 @@
 #include "workloads/registry.h"
 
+#include "dist/communicator.h"
 #include "util/error.h"
 #include "workloads/resnet/resnet_workload.h"
 
@@ -13,6 +14,18 @@ const std::vector<WorkloadEntry>& workload_registry() {
        resnet::create_workload, resnet::make_dataset, resnet::bench},
   };
   return entries;
+}
+
+std::shared_ptr<dist::Communicator> communicator_or_single(const WorkloadSettings& settings) {
+  return settings.communicator ? settings.communicator : dist::Communicator::connect(dist::RankEnvironment{});
+}
+
+int64_t local_batch_size(const Config& config, const std::string& field, int world) {
+  const int64_t global = config.integer(field);
+  if (global % world != 0)
+    fail(config.name() + ": " + field, std::to_string(global) + " (the global batch) is not divisible by the " +
+                                           std::to_string(world) + " ranks");
+  return global / world;
 }
 
 const WorkloadEntry& find_workload(const std::string& name) {

@@ -12,6 +12,10 @@
 
 namespace trainbench {
 
+namespace dist {
+class Communicator;
+}
+
 // Everything a workload is built from: its effective config plus the run's environment.
 struct WorkloadSettings {
   Config config;
@@ -20,7 +24,16 @@ struct WorkloadSettings {
   std::string device = "auto";  // "cpu", "cuda", or "auto" (CUDA when this LibTorch has a GPU)
   int64_t seed = 0;
   bool skip_corrupt = false; // skip unreadable samples (counted in the log) instead of failing
+  // The ranks training together (data parallel). Null means this process alone. The preset's batch
+  // size is the global batch; each rank trains batch_size / world of it.
+  std::shared_ptr<dist::Communicator> communicator;
 };
+
+// settings.communicator, or a communicator for this process alone.
+std::shared_ptr<dist::Communicator> communicator_or_single(const WorkloadSettings& settings);
+
+// The per-rank share of a global batch; an Error naming `field` when the world does not divide it.
+int64_t local_batch_size(const Config& config, const std::string& field, int world);
 
 struct BenchSettings {
   int64_t steps = 20;

@@ -11,6 +11,8 @@
 #include "data/generators/image_classes.h"
 #include "data/image_folder.h"
 #include "data/image_loader.h"
+#include "dist/communicator.h"
+#include "dist/gradient_sync.h"
 #include "util/error.h"
 #include "workloads/device.h"
 #include "workloads/resnet/lars.h"
@@ -39,13 +41,18 @@ bool uses_lars(const Config& config) {
   return name == "lars";
 }
 
-data::ImageLoaderOptions loader_options(const Config& config, bool train, int64_t seed, bool skip_corrupt) {
+// Each rank loads its strided share of every global batch (data/image_loader.h), so the global batch is the
+// same whatever the number of ranks.
+data::ImageLoaderOptions loader_options(const Config& config, bool train, int64_t seed, bool skip_corrupt,
+                                        const dist::Communicator& communicator) {
   data::ImageLoaderOptions options;
   options.mode = train ? data::LoaderMode::Train : data::LoaderMode::Eval;
   options.crop_size = static_cast<int>(config.integer("image_size"));
   options.resize_size = static_cast<int>(config.integer("eval_resize"));
   options.crop.min_scale = config.number("crop_min_scale");
-  options.batch_size = config.integer("batch_size");
+  options.batch_size = local_batch_size(config, "batch_size", communicator.world());
+  options.rank = communicator.rank();
+  options.world = communicator.world();
   options.drop_last = train;
   options.workers = static_cast<int>(config.integer("loader_threads"));
   options.prefetch_batches = static_cast<int>(config.integer("prefetch_batches"));
@@ -62,14 +69,16 @@ Lars make_optimizer(ResNet& model, const Config& config) {
                                        .layer_adaptation(uses_lars(config)));
 }
 
-// Forward, loss (cross entropy with the preset's label smoothing), backward and the optimizer update.
-torch::Tensor train_step(ResNet& model, Lars& optimizer, const torch::Tensor& images, const torch::Tensor& labels,
-                         double label_smoothing, double learning_rate) {
+// Forward, loss (cross entropy with the preset's label smoothing), backward, gradient averaging over the
+// ranks (overlapped with backward) and the optimizer update.
+torch::Tensor train_step(ResNet& model, Lars& optimizer, dist::GradientSync& gradients, const torch::Tensor& images,
+                         const torch::Tensor& labels, double label_smoothing, double learning_rate) {
   optimizer.zero_grad();
   torch::Tensor loss = torch::nn::functional::cross_entropy(
       model->forward(images), labels,
       torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing));
   loss.backward();
+  gradients.finish();
   optimizer.step(learning_rate);
   return loss;
 }
@@ -88,7 +97,8 @@ class ResNetWorkload : public Workload {
       : settings_(std::move(settings)),
         config_(settings_.config),
         lars_(uses_lars(config_)),
-        device_(resolve_device(settings_.device)) {}
+        device_(resolve_device(settings_.device)),
+        communicator_(communicator_or_single(settings_)) {}
 
   WorkloadDescription describe() const override {
     WorkloadDescription description;
@@ -132,6 +142,7 @@ class ResNetWorkload : public Workload {
     model_->to(device_);
     model_->train();
     optimizer_.emplace(make_optimizer(model_, config_));
+    gradients_.emplace(*communicator_, model_->parameters(), model_->buffers());  // rank 0's initial weights
     std::vector<std::string> initialized;
     for (const auto& parameter : model_->named_parameters()) initialized.push_back(mlperf_tensor_name(parameter.key()));
     return initialized;
@@ -143,17 +154,22 @@ class ResNetWorkload : public Workload {
       fail(settings_.data_dir + "/train", "has " + std::to_string(index.classes.size()) + " class folders but " +
                                               config_.name() + " expects num_classes = " +
                                               std::to_string(config_.integer("num_classes")));
-    train_loader_.emplace(std::move(index.train), loader_options(config_, true, settings_.seed, settings_.skip_corrupt));
-    eval_loader_.emplace(std::move(index.val), loader_options(config_, false, settings_.seed, settings_.skip_corrupt));
+    train_loader_.emplace(std::move(index.train),
+                          loader_options(config_, true, settings_.seed, settings_.skip_corrupt, *communicator_));
+    eval_loader_.emplace(std::move(index.val),
+                         loader_options(config_, false, settings_.seed, settings_.skip_corrupt, *communicator_));
 
     const int64_t steps_per_epoch = train_loader_->batches_per_epoch();  // >= 1: the loader rejects smaller sets
     const int64_t warmup_steps = config_.integer("warmup_epochs") * steps_per_epoch;
     schedule_ = {config_.number("base_learning_rate"), config_.number("end_learning_rate"), 2.0, warmup_steps,
                  std::max<int64_t>(1, config_.integer("train_epochs") * steps_per_epoch - warmup_steps)};
 
+    std::vector<double> samples{static_cast<double>(train_loader_->samples_per_epoch()),
+                                static_cast<double>(eval_loader_->samples_per_epoch())};
+    communicator_->sum(samples);  // each rank counted its own shard
     DataSummary summary;
-    summary.train_samples = train_loader_->samples_per_epoch();
-    summary.eval_samples = eval_loader_->samples_per_epoch();
+    summary.train_samples = static_cast<int64_t>(samples[0]);
+    summary.eval_samples = static_cast<int64_t>(samples[1]);
     summary.derived_hyperparameters = {
         {std::string(lars_ ? "lars_opt_" : "sgd_opt_") + "learning_rate_decay_steps", schedule_.decay_steps}};
     return summary;
@@ -174,7 +190,8 @@ class ResNetWorkload : public Workload {
         if (batch->size == 0) continue;
         auto [images, labels] = as_tensors(*batch, image_size, device_);
         const double loss_value =
-            train_step(model_, *optimizer_, images, labels, label_smoothing, schedule_.at(step_++)).item<double>();
+            train_step(model_, *optimizer_, *gradients_, images, labels, label_smoothing, schedule_.at(step_++))
+                .item<double>();
         if (!std::isfinite(loss_value))
           fail(config_.name(), "training diverged (loss " + std::to_string(loss_value) + " at step " + std::to_string(step_) + ")");
         loss_sum += loss_value;
@@ -189,6 +206,7 @@ class ResNetWorkload : public Workload {
 
   double evaluate(const Block& block, RunControl& control) override {
     torch::NoGradGuard no_grad;
+    gradients_->broadcast_buffers();  // every rank evaluates rank 0's batch-norm statistics
     model_->eval();
     const int64_t image_size = config_.integer("image_size");
     int64_t correct = 0, total = 0;
@@ -201,8 +219,10 @@ class ResNetWorkload : public Workload {
       control.check_interrupt();
     }
     model_->train();
-    if (total == 0) fail(settings_.data_dir + "/val", "no readable validation images");
-    return static_cast<double>(correct) / static_cast<double>(total);
+    std::vector<double> counts{static_cast<double>(correct), static_cast<double>(total)};
+    communicator_->sum(counts);  // each rank evaluated its own shard
+    if (counts[1] == 0) fail(settings_.data_dir + "/val", "no readable validation images");
+    return counts[0] / counts[1];
   }
 
  private:
@@ -210,8 +230,10 @@ class ResNetWorkload : public Workload {
   const Config& config_;
   bool lars_;
   torch::Device device_;
+  std::shared_ptr<dist::Communicator> communicator_;
   ResNet model_{nullptr};
   std::optional<Lars> optimizer_;
+  std::optional<dist::GradientSync> gradients_;
   std::optional<data::ImageLoader> train_loader_, eval_loader_;
   PolyWarmupSchedule schedule_;
   int64_t step_ = 0;
@@ -247,32 +269,52 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   torch::set_num_threads(settings.threads);
   torch::manual_seed(settings.seed);
   const torch::Device device = resolve_device(settings.device);
-  const int64_t batch_size = config.integer("batch_size"), image_size = config.integer("image_size");
+  const auto communicator = communicator_or_single(settings);
+  const int64_t global_batch = config.integer("batch_size"), image_size = config.integer("image_size");
+  const int64_t batch_size = local_batch_size(config, "batch_size", communicator->world());
   ResNet model(model_options(config));
   model->to(device);
   model->train();
   Lars optimizer = make_optimizer(model, config);
-  // Training throughput: the full step (forward, loss, backward, optimizer) on batches already in memory,
-  // so the number is the compute side alone.
+  dist::GradientSync gradients(*communicator, model->parameters(), model->buffers());
+  // Training throughput: the full step (forward, loss, backward, gradient all-reduce, optimizer) on batches
+  // already in memory, so the number is the compute and communication side alone.
   const auto images = torch::randn({batch_size, 3, image_size, image_size}, device);
   const auto labels = torch::randint(config.integer("num_classes"), {batch_size}, torch::TensorOptions(torch::kInt64).device(device));
   std::vector<double> step_seconds;
   for (int64_t step = 0; step < bench_settings.warmup_steps + bench_settings.steps; ++step) {
+    if (step == bench_settings.warmup_steps) gradients.reset_stats();
     const auto begin = std::chrono::steady_clock::now();
     // item() waits for the device, so the whole step is timed.
-    train_step(model, optimizer, images, labels, config.number("label_smoothing"), 0.01).item<double>();
+    train_step(model, optimizer, gradients, images, labels, config.number("label_smoothing"), 0.01).item<double>();
     if (step >= bench_settings.warmup_steps)
       step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
   }
-  const double step_time = median(step_seconds);
+  // The slowest rank sets the pace: report rank-averaged step time and communication figures.
+  std::vector<double> figures{median(step_seconds), gradients.stats().exposed_wait_seconds,
+                              gradients.stats().last_bucket_wait_seconds};
+  communicator->sum(figures);
+  for (double& figure : figures) figure /= communicator->world();
+  const double step_time = figures[0];
   const double train_flops = 3.0 * 2.0 * static_cast<double>(model->forward_macs(image_size));
-  char line[256];
+  char line[320];
   std::snprintf(line, sizeof line,
-                "training      %10.1f img/s  (batch %lld, %lld px, %s, %d threads, median of %lld steps: %.4f s/step, %.1f GFLOP/s)\n",
-                batch_size / step_time, static_cast<long long>(batch_size), static_cast<long long>(image_size),
-                device.str().c_str(), settings.threads, static_cast<long long>(bench_settings.steps), step_time,
-                train_flops * batch_size / step_time / 1e9);
+                "training      %10.1f img/s  (batch %lld over %d rank(s), %lld px, %s, %d threads/rank, median of %lld steps: %.4f s/step, %.1f GFLOP/s)\n",
+                global_batch / step_time, static_cast<long long>(global_batch), communicator->world(),
+                static_cast<long long>(image_size), device.str().c_str(), settings.threads,
+                static_cast<long long>(bench_settings.steps), step_time, train_flops * global_batch / step_time / 1e9);
   out << line;
+  if (communicator->world() > 1) {
+    const double steps = static_cast<double>(bench_settings.steps);
+    const double exposed = figures[1] / steps, last_bucket = figures[2] / steps;
+    std::snprintf(line, sizeof line,
+                  "all-reduce    %d bucket(s), %.2f MB/step over %s; waiting after backward %.2f ms/step (%.1f%% of the step),"
+                  " of which %.2f ms on the last bucket, which cannot overlap; overlappable wait %.1f%% of the step\n",
+                  gradients.stats().buckets, gradients.stats().bytes_per_step / 1e6, communicator->backend(device).c_str(),
+                  exposed * 1e3, 100 * exposed / step_time, last_bucket * 1e3, 100 * (exposed - last_bucket) / step_time);
+    out << line;
+  }
+  if (communicator->world() > 1) return;  // the data pipeline is measured per process
 
   if (settings.data_dir.empty()) {
     out << "data pipeline   skipped (no dataset: pass --data)\n";
@@ -280,7 +322,8 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   }
   // Data pipeline throughput: the training loader alone (decode, augment, batch), as training consumes it.
   data::ImageFolderIndex index = data::index_imagenet(settings.data_dir);
-  data::ImageLoader loader(std::move(index.train), loader_options(config, true, settings.seed, settings.skip_corrupt));
+  data::ImageLoader loader(std::move(index.train),
+                           loader_options(config, true, settings.seed, settings.skip_corrupt, *communicator));
   loader.start_epoch(1);
   for (int64_t batch = 0; batch < bench_settings.warmup_steps && loader.next(); ++batch) {
   }

@@ -1,0 +1,99 @@
+#pragma once
+// The one interface trainbench's training and probes use to talk between ranks. It wraps LibTorch's c10d
+// process groups — Gloo for CPU tensors, NCCL for CUDA tensors when this LibTorch was built with it — with
+// a c10d TCPStore for rendezvous, so no training traffic goes over sockets of our own.
+//
+// Faults: every rank publishes a heartbeat counter in the store from a background thread and, when it
+// gives up, its reason. A collective that fails or times out is reported as an Error that names the rank
+// that stopped (its reason, or how long its heartbeat has been silent), not only the transport's message.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "dist/rank_environment.h"
+#include "harness/rank_group.h"
+
+namespace trainbench::dist {
+
+struct CommunicatorOptions {
+  // A collective, barrier or rendezvous that waits longer than this fails. It bounds how long the others
+  // wait for a rank that hangs, so it must exceed the longest compute gap between collectives.
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  std::chrono::milliseconds heartbeat_interval{500};
+};
+
+// A collective in flight; wait() blocks until it is done and throws Error (naming the failed rank) if
+// it failed.
+class PendingCollective {
+ public:
+  PendingCollective() = default;
+  explicit PendingCollective(std::function<void()> wait) : wait_(std::move(wait)) {}
+  void wait() {
+    if (wait_) std::exchange(wait_, nullptr)();
+  }
+
+ private:
+  std::function<void()> wait_;
+};
+
+enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kAllToAll };
+
+class Communicator : public RankGroup {
+ public:
+  // Rendezvous with the other ranks of `env` (rank 0 hosts the store at master_addr:master_port). A world
+  // of one needs no store and no process group; its collectives are local copies.
+  static std::shared_ptr<Communicator> connect(const RankEnvironment& env, const CommunicatorOptions& options = {});
+  ~Communicator() override;
+
+  int rank() const override { return env_.rank; }
+  int world() const override { return env_.world; }
+  const RankEnvironment& environment() const { return env_; }
+  // "gloo", "nccl" or "single" (one rank); for tensors on `device`.
+  std::string backend(const torch::Device& device) const;
+
+  // RankGroup: small host-side operations on doubles (through Gloo, or NCCL where Gloo is missing).
+  void barrier() override;
+  void sum(std::vector<double>& values) override;
+  void broadcast(std::vector<double>& values, int root) override;
+  void report_failure(const std::string& reason) override;
+
+  // Tensor collectives, asynchronous. Every rank must issue the same collectives in the same order with
+  // matching shapes. Tensors must be contiguous and stay alive until wait() returns.
+  PendingCollective allreduce_sum(torch::Tensor& tensor);                          // in place
+  PendingCollective broadcast(torch::Tensor& tensor, int root);                    // in place
+  // output = the ranks' inputs concatenated along dim 0 (output.numel() == world * input.numel()).
+  PendingCollective allgather(torch::Tensor& output, const torch::Tensor& input);
+  // output = rank's chunk of the sum over ranks of input (input.numel() == world * output.numel()).
+  PendingCollective reduce_scatter_sum(torch::Tensor& output, const torch::Tensor& input);
+  // Chunk j of input goes to rank j; chunk i of output came from rank i (equal chunks).
+  PendingCollective alltoall(torch::Tensor& output, const torch::Tensor& input);
+  // How the backend carries out `op` for tensors on `device`: "native", or the composition used where the
+  // backend has no such primitive (1.13's Gloo has no reduce-scatter: an all-to-all then a local sum).
+  std::string algorithm(Collective op, const torch::Device& device) const;
+
+  // Turns a failure inside a collective into a message that names the rank(s) that stopped. Waits up to a
+  // few heartbeat intervals to tell a silent rank from a live one.
+  std::string explain_failure(const std::string& transport_message);
+
+  struct Backends;
+
+ private:
+  Communicator(RankEnvironment env, CommunicatorOptions options);
+  PendingCollective guarded(std::function<void()> wait);
+  template <typename Launch>
+  PendingCollective launch(const torch::Device& device, Launch&& call);
+  void check_usable();
+
+  RankEnvironment env_;
+  CommunicatorOptions options_;
+  std::unique_ptr<Backends> backends_;
+};
+
+// The rank environment of this process (dist/rank_environment.h), connected.
+std::shared_ptr<Communicator> connect_from_environment(const CommunicatorOptions& options = {});
+
+}  // namespace trainbench::dist

@@ -1,0 +1,194 @@
+#include "dist/gradient_sync.h"
+
+#include <algorithm>
+#include <map>
+
+#include "util/error.h"
+
+namespace trainbench::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Broadcasts rank 0's values of `tensors`, one flat buffer per dtype and device.
+void broadcast_from_rank0(Communicator& communicator, const std::vector<torch::Tensor>& tensors) {
+  if (communicator.world() == 1) return;
+  std::map<std::pair<int, std::string>, std::vector<torch::Tensor>> groups;
+  for (const auto& tensor : tensors)
+    groups[{static_cast<int>(tensor.scalar_type()), tensor.device().str()}].push_back(tensor);
+  torch::NoGradGuard no_grad;
+  for (auto& [key, members] : groups) {
+    std::vector<torch::Tensor> flat_views;
+    for (const auto& member : members) flat_views.push_back(member.reshape(-1));
+    torch::Tensor flat = torch::cat(flat_views);
+    communicator.broadcast(flat, 0).wait();
+    int64_t offset = 0;
+    for (auto& member : members) {
+      member.copy_(flat.narrow(0, offset, member.numel()).view_as(member));
+      offset += member.numel();
+    }
+  }
+}
+
+}  // namespace
+
+GradientSync::GradientSync(Communicator& communicator, std::vector<torch::Tensor> parameters,
+                           std::vector<torch::Tensor> buffers, GradientSyncOptions options)
+    : communicator_(communicator), buffers_(std::move(buffers)) {
+  broadcast_from_rank0(communicator_, parameters);
+  broadcast_from_rank0(communicator_, buffers_);
+  if (communicator_.world() == 1) return;
+
+  const auto is_sparse = [&](const torch::Tensor& parameter) {
+    return std::any_of(options.sparse_parameters.begin(), options.sparse_parameters.end(),
+                       [&](const torch::Tensor& sparse) { return sparse.is_same(parameter); });
+  };
+  const auto bucket_bytes = static_cast<int64_t>(options.bucket_megabytes * 1024 * 1024);
+  std::map<std::pair<int, std::string>, int> open_bucket;  // (dtype, device) -> bucket being filled
+  for (auto& parameter : parameters) {
+    if (parameter.requires_grad()) slots_.push_back({parameter});
+  }
+  // Reverse registration order: the last layers' gradients are ready first.
+  for (int index = static_cast<int>(slots_.size()) - 1; index >= 0; --index) {
+    Slot& slot = slots_[index];
+    if (is_sparse(slot.parameter)) continue;
+    const std::pair<int, std::string> key{static_cast<int>(slot.parameter.scalar_type()), slot.parameter.device().str()};
+    auto found = open_bucket.find(key);
+    if (found == open_bucket.end() ||
+        (buckets_[found->second].flat.numel() + slot.parameter.numel()) * slot.parameter.element_size() > bucket_bytes) {
+      buckets_.push_back({torch::empty({0}, slot.parameter.options())});
+      found = open_bucket.insert_or_assign(key, static_cast<int>(buckets_.size()) - 1).first;
+    }
+    Bucket& bucket = buckets_[found->second];
+    slot.bucket = found->second;
+    slot.offset = bucket.flat.numel();
+    bucket.slots.push_back(index);
+    bucket.flat = torch::empty({slot.offset + slot.parameter.numel()}, slot.parameter.options());
+  }
+  for (auto& bucket : buckets_) {
+    bucket.pending = static_cast<int>(bucket.slots.size());
+    stats_.bytes_per_step += bucket.flat.numel() * bucket.flat.element_size();
+  }
+  stats_.buckets = static_cast<int>(buckets_.size());
+  for (int index = 0; index < static_cast<int>(slots_.size()); ++index)
+    hook_handles_.push_back(slots_[index].parameter.register_hook(
+        [this, index](const torch::Tensor& gradient) { on_gradient(index, gradient); }));
+}
+
+GradientSync::~GradientSync() {
+  for (size_t index = 0; index < hook_handles_.size(); ++index) slots_[index].parameter.remove_hook(hook_handles_[index]);
+}
+
+// Called once per parameter per backward, with the gradient summed over all its uses in the graph.
+void GradientSync::on_gradient(int index, const torch::Tensor& gradient) {
+  Slot& slot = slots_[index];
+  if (slot.ready) return;
+  slot.ready = true;
+  if (slot.bucket < 0) {
+    slot.sparse_gradient = gradient.coalesce();
+    return;
+  }
+  Bucket& bucket = buckets_[slot.bucket];
+  // Pre-divide so the sum over ranks is the mean.
+  torch::NoGradGuard no_grad;
+  torch::Tensor destination = bucket.flat.narrow(0, slot.offset, slot.parameter.numel()).view_as(slot.parameter);
+  torch::div_out(destination, gradient, communicator_.world());
+  if (--bucket.pending == 0) launch_ready_buckets();
+}
+
+// Buckets are launched in index order on every rank, whatever order they fill in, because collectives
+// must be issued in the same order everywhere.
+void GradientSync::launch_ready_buckets() {
+  while (next_bucket_to_launch_ < static_cast<int>(buckets_.size()) && buckets_[next_bucket_to_launch_].pending == 0) {
+    Bucket& bucket = buckets_[next_bucket_to_launch_++];
+    bucket.reduction = communicator_.allreduce_sum(bucket.flat);
+  }
+}
+
+void GradientSync::reduce_sparse(Slot& slot) {
+  // Ranks touch different rows, so rows and values are all-gathered (padded to the longest) rather than
+  // reduced; summing duplicates is left to coalesce(). Only touched rows ever travel.
+  torch::Tensor local = slot.sparse_gradient.defined()
+                            ? slot.sparse_gradient
+                            : torch::sparse_coo_tensor(torch::empty({1, 0}, torch::kInt64),
+                                                       torch::empty({0, slot.parameter.size(1)}, slot.parameter.options()),
+                                                       slot.parameter.sizes());
+  const int world = communicator_.world();
+  torch::Tensor indices = local._indices().to(torch::kInt64).contiguous();
+  torch::Tensor values = local._values().contiguous();
+  torch::Tensor count = torch::tensor({indices.size(1)}, torch::kInt64).to(values.device());
+  torch::Tensor counts = torch::empty({world}, count.options());
+  communicator_.allgather(counts, count).wait();
+  const int64_t longest = counts.max().item<int64_t>();
+  const auto row_shape = values.sizes().slice(1).vec();
+  std::vector<int64_t> padded_shape{longest};
+  padded_shape.insert(padded_shape.end(), row_shape.begin(), row_shape.end());
+  torch::Tensor padded_indices = torch::zeros({longest}, indices.options().device(values.device()));
+  torch::Tensor padded_values = torch::zeros(padded_shape, values.options());
+  padded_indices.narrow(0, 0, indices.size(1)).copy_(indices[0]);
+  padded_values.narrow(0, 0, values.size(0)).copy_(values);
+  torch::Tensor all_indices = torch::empty({world * longest}, padded_indices.options());
+  std::vector<int64_t> all_shape = padded_shape;
+  all_shape[0] *= world;
+  torch::Tensor all_values = torch::empty(all_shape, values.options());
+  communicator_.allgather(all_indices, padded_indices).wait();
+  communicator_.allgather(all_values, padded_values).wait();
+  std::vector<torch::Tensor> kept_indices, kept_values;
+  const auto counts_cpu = counts.cpu();
+  for (int rank = 0; rank < world; ++rank) {
+    const int64_t n = counts_cpu[rank].item<int64_t>();
+    kept_indices.push_back(all_indices.narrow(0, rank * longest, n));
+    kept_values.push_back(all_values.narrow(0, rank * longest, n));
+  }
+  torch::Tensor merged = torch::sparse_coo_tensor(torch::cat(kept_indices).unsqueeze(0), torch::cat(kept_values).div_(world),
+                                                  slot.parameter.sizes())
+                             .coalesce();
+  slot.parameter.mutable_grad() = merged;
+}
+
+void GradientSync::finish() {
+  if (communicator_.world() == 1) return;
+  torch::NoGradGuard no_grad;
+  // Parameters that took no part in this step's graph still owe their bucket a (zero) gradient.
+  for (auto& slot : slots_) {
+    if (slot.ready || slot.bucket < 0) continue;
+    buckets_[slot.bucket].flat.narrow(0, slot.offset, slot.parameter.numel()).zero_();
+    slot.ready = true;
+    --buckets_[slot.bucket].pending;
+  }
+  launch_ready_buckets();
+  double last_wait = 0;
+  const auto finish_start = Clock::now();
+  for (auto& bucket : buckets_) {
+    const auto wait_start = Clock::now();
+    bucket.reduction.wait();
+    last_wait = seconds_since(wait_start);
+  }
+  stats_.exposed_wait_seconds += seconds_since(finish_start);
+  stats_.last_bucket_wait_seconds += last_wait;
+  for (auto& bucket : buckets_) {
+    for (const int index : bucket.slots) {
+      Slot& slot = slots_[index];
+      torch::Tensor averaged = bucket.flat.narrow(0, slot.offset, slot.parameter.numel()).view_as(slot.parameter);
+      if (slot.parameter.grad().defined()) slot.parameter.mutable_grad().copy_(averaged);
+      else slot.parameter.mutable_grad() = averaged.clone();
+    }
+    bucket.pending = static_cast<int>(bucket.slots.size());
+  }
+  for (auto& slot : slots_) {
+    if (slot.bucket < 0) reduce_sparse(slot);
+    slot.ready = false;
+    slot.sparse_gradient = torch::Tensor();
+  }
+  next_bucket_to_launch_ = 0;
+  ++stats_.steps;
+}
+
+void GradientSync::broadcast_buffers() { broadcast_from_rank0(communicator_, buffers_); }
+
+}  // namespace trainbench::dist

@@ -1,0 +1,80 @@
+#pragma once
+// Data-parallel gradient averaging, overlapped with the backward pass (the scheme of PyTorch's DDP,
+// written for trainbench): parameters are grouped into buckets of about `bucket_megabytes`, in reverse
+// registration order because that is roughly the order backward produces their gradients. A hook on each
+// parameter copies its gradient into its bucket; when a bucket is full it is all-reduced asynchronously
+// while backward continues. finish() waits for the buckets and writes the averaged gradients back.
+//
+// Construction broadcasts rank 0's parameters and buffers, so every rank starts from the same model.
+// Sparse gradients (embedding tables) are not bucketed: finish() all-gathers their rows, so no rank ever
+// densifies a table.
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "dist/communicator.h"
+
+namespace trainbench::dist {
+
+struct GradientSyncOptions {
+  double bucket_megabytes = 1;
+  // Parameters whose gradients are sparse (embedding tables with sparse gradients), among `parameters`.
+  std::vector<torch::Tensor> sparse_parameters;
+};
+
+// Where a step's communication time went, for the overlap figure in `trainbench bench`.
+struct GradientSyncStats {
+  int64_t steps = 0;
+  double exposed_wait_seconds = 0;  // time finish() blocked waiting on collectives, summed over steps
+  double last_bucket_wait_seconds = 0;  // ... of which waiting on the bucket launched last (cannot overlap)
+  int buckets = 0;
+  int64_t bytes_per_step = 0;
+};
+
+class GradientSync {
+ public:
+  GradientSync(Communicator& communicator, std::vector<torch::Tensor> parameters, std::vector<torch::Tensor> buffers,
+               GradientSyncOptions options = {});
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+  ~GradientSync();
+
+  // After backward: every parameter's .grad() is the mean over ranks. Parameters that got no gradient this
+  // step contribute zeros, as in DDP with unused parameters.
+  void finish();
+  // Rank 0's buffers (e.g. batch-norm running statistics) to every rank, so all evaluate the same model.
+  void broadcast_buffers();
+  const GradientSyncStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = GradientSyncStats{0, 0, 0, stats_.buckets, stats_.bytes_per_step}; }
+
+ private:
+  struct Slot {
+    torch::Tensor parameter;
+    int bucket = -1;      // -1: sparse, not bucketed
+    int64_t offset = 0;   // in the bucket
+    bool ready = false;
+    torch::Tensor sparse_gradient;
+  };
+  struct Bucket {
+    torch::Tensor flat;
+    std::vector<int> slots;
+    int pending = 0;
+    PendingCollective reduction;
+  };
+
+  void on_gradient(int slot, const torch::Tensor& gradient);
+  void launch_ready_buckets();
+  void reduce_sparse(Slot& slot);
+
+  Communicator& communicator_;
+  std::vector<Slot> slots_;
+  std::vector<Bucket> buckets_;
+  std::vector<torch::Tensor> buffers_;
+  int next_bucket_to_launch_ = 0;
+  std::vector<unsigned> hook_handles_;
+  GradientSyncStats stats_;
+};
+
+}  // namespace trainbench::dist

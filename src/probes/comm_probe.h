@@ -1,0 +1,56 @@
+#pragma once
+// `trainbench probe comm`: collective bandwidth over a geometric sweep of message sizes, in the manner of
+// nccl-tests, through the same communicator training uses. For each operation and size it reports the
+// time per call (the slowest rank's mean), algorithm bandwidth (size / time) and bus bandwidth, which
+// scales algbw by the fraction of the data each rank must move so that figures compare across rank counts
+// (nccl-tests' PERFORMANCE.md): all-reduce 2(n-1)/n, all-gather, reduce-scatter and all-to-all (n-1)/n,
+// broadcast 1. Every result is checked element by element against values computed from the inputs.
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace trainbench::dist {
+class Communicator;
+}
+
+namespace trainbench::probes {
+
+struct CommProbeOptions {
+  int64_t min_bytes = 8;
+  int64_t max_bytes = 256LL << 20;
+  double factor = 2;
+  int iterations = 20;
+  int warmup_iterations = 5;
+  std::vector<std::string> operations{"all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall"};
+  std::string dtype = "float";  // float, double, int32
+  std::string device = "auto";
+  bool check = true;
+  int threads = 1;  // compute threads for the local sums (reduce-scatter over Gloo)
+};
+
+struct CommProbeRow {
+  std::string operation, placement;  // placement: "out-of-place" or "in-place"
+  int64_t bytes = 0, count = 0;
+  double seconds = 0, algbw_gbps = 0, busbw_gbps = 0;
+  int64_t wrong = 0;
+};
+
+struct CommProbeResult {
+  std::vector<CommProbeRow> rows;
+  int64_t wrong_total = 0;
+  nlohmann::ordered_json json;  // arguments, environment, versions and rows
+};
+
+// The bus-bandwidth factor of nccl-tests for `operation` with `ranks` ranks.
+double bus_bandwidth_factor(const std::string& operation, int ranks);
+// The message sizes of a sweep: min, min*factor, ... up to max (inclusive), each rounded down to a whole
+// number of elements that every rank can share equally.
+std::vector<int64_t> sweep_sizes(int64_t min_bytes, int64_t max_bytes, double factor, int64_t element_bytes, int ranks);
+
+// Runs the sweep on every rank; prints the table on rank 0 (to `out`).
+CommProbeResult run_comm_probe(dist::Communicator& communicator, const CommProbeOptions& options, std::ostream& out);
+
+}  // namespace trainbench::probes

@@ -1,0 +1,215 @@
+// Data-parallel runs through the trainbench binary: `trainbench launch` starting real ranks that talk
+// over Gloo on loopback. Checks the collectives, that 2 ranks train like 1 rank with the same global
+// batch, and that a rank that dies or hangs ends the run promptly, named, with an aborted log.
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "util/atomic_file.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;
+};
+
+Result run(const std::string& arguments) {
+  Result result;
+  FILE* pipe = ::popen((std::string(TRAINBENCH_BINARY) + " " + arguments + " 2>&1").c_str(), "r");
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+// The values logged under `key`, in order.
+std::vector<double> logged_values(const std::string& log, const std::string& key) {
+  std::vector<double> values;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(":::MLLOG ", 0) != 0) continue;
+    const auto record = nlohmann::json::parse(line.substr(9));
+    if (record["key"] == key) values.push_back(record["value"].get<double>());
+  }
+  return values;
+}
+
+std::string last_line(const std::string& text) {
+  const size_t end = text.find_last_not_of('\n');
+  return text.substr(text.rfind('\n', end) + 1, end - text.rfind('\n', end));
+}
+
+class DistributedRunTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data_ = fs::temp_directory_path() / ("trainbench_dist_data_" + std::to_string(::getpid()));
+    fs::remove_all(data_);
+    // A small mini dataset: 10 classes x 64 training images, 5 steps of the global batch of 128 per epoch.
+    const Result made = run("data make resnet --out " + data_.string() +
+                            " --set dataset.train_per_class=64 --set dataset.val_per_class=16");
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+  }
+  static void TearDownTestSuite() { fs::remove_all(data_); }
+
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("trainbench_dist_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string run_flags(const std::string& system, int epochs) const {
+    return "run resnet --quiet --threads 1 --seed 7 --data " + data_.string() + " --out " + (dir_ / "results").string() +
+           " --system " + system + " --set max_epochs=" + std::to_string(epochs) + " --set train_epochs=" +
+           std::to_string(epochs);
+  }
+  std::string log_of(const std::string& system) const {
+    return trainbench::read_file((dir_ / "results" / system / "resnet/result_0.txt").string());
+  }
+
+  static fs::path data_;
+  fs::path dir_;
+};
+
+fs::path DistributedRunTest::data_;
+
+TEST_F(DistributedRunTest, CommProbeChecksEveryCollectiveOnTwoRanks) {
+  const std::string json = (dir_ / "comm.json").string();
+  const Result result = run("launch --nproc 2 -- probe comm -b 8 -e 64K -f 16 -n 2 -w 1 --json " + json);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, ::testing::HasSubstr("# trainbench probe comm: gloo, 2 rank(s), float"));
+  EXPECT_THAT(result.output, ::testing::HasSubstr("# Wrong elements: 0"));
+  const auto report = nlohmann::json::parse(trainbench::read_file(json));
+  // 5 operations x 4 sizes (8 B, 128 B, 2 KiB, 32 KiB) x 2 placements, less all-to-all in place.
+  EXPECT_EQ(report["rows"].size(), 5u * 4 * 2 - 4);
+  for (const auto& row : report["rows"]) {
+    EXPECT_EQ(row["wrong"], 0) << row.dump();
+    EXPECT_GT(row["busbw_GBps"].get<double>(), 0) << row.dump();
+  }
+  EXPECT_EQ(report["environment"]["ranks"], 2);
+  EXPECT_EQ(report["arguments"]["maxbytes"], 65536);
+}
+
+// Same seed and global batch: the ranks see disjoint halves of each global batch with the same
+// augmentation, and gradients are averaged, so only batch-norm differs — each rank normalizes with the
+// statistics of its half batch, as data-parallel training without synchronized batch norm does.
+TEST_F(DistributedRunTest, TwoRanksFollowTheOneRankLossTrajectory) {
+  const Result one = run(run_flags("one", 3));
+  ASSERT_THAT(one.exit_code, ::testing::AnyOf(0, 1)) << one.output;
+  const Result two = run("launch --nproc 2 -- " + run_flags("two", 3));
+  ASSERT_THAT(two.exit_code, ::testing::AnyOf(0, 1)) << two.output;
+  const std::string log_one = log_of("one"), log_two = log_of("two");
+  EXPECT_EQ(logged_values(log_one, "global_batch_size"), logged_values(log_two, "global_batch_size"));
+  EXPECT_EQ(logged_values(log_one, "train_samples"), logged_values(log_two, "train_samples"));
+  EXPECT_EQ(logged_values(log_two, "trainbench_ranks"), std::vector<double>{2});
+  const auto loss_one = logged_values(log_one, "trainbench_train_loss"), loss_two = logged_values(log_two, "trainbench_train_loss");
+  ASSERT_EQ(loss_one.size(), 3u);
+  ASSERT_EQ(loss_two.size(), 3u);
+  for (size_t epoch = 0; epoch < loss_one.size(); ++epoch) {
+    std::printf("epoch %zu mean training loss: 1 rank %.5f, 2 ranks %.5f\n", epoch + 1, loss_one[epoch], loss_two[epoch]);
+    EXPECT_NEAR(loss_two[epoch], loss_one[epoch], 0.05 * loss_one[epoch]) << "epoch " << epoch + 1;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "results/two/resnet/result_1.txt"));  // only rank 0 writes a log
+}
+
+// Starts a 2-rank run in the background and returns the launcher's pid and rank 1's pid once rank 0's log
+// shows training under way.
+struct Background {
+  pid_t launcher = -1;
+  pid_t rank1 = -1;
+};
+
+Background start_until_training(const std::string& arguments, const fs::path& messages, const fs::path& partial_log) {
+  Background background;
+  background.launcher = ::fork();
+  if (background.launcher == 0) {
+    const std::string command = std::string(TRAINBENCH_BINARY) + " " + arguments + " > " + messages.string() + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const std::regex rank1_line("launch: rank 1 pid ([0-9]+)");
+  for (int i = 0; i < 1200 && (background.rank1 < 0 || !fs::exists(partial_log) ||
+                               trainbench::read_file(partial_log.string()).find("\"block_start\"") == std::string::npos);
+       ++i) {
+    std::smatch match;
+    const std::string text = fs::exists(messages) ? trainbench::read_file(messages.string()) : "";
+    if (std::regex_search(text, match, rank1_line)) background.rank1 = std::stoi(match[1]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return background;
+}
+
+int wait_for_exit(pid_t pid, double limit_seconds, double* seconds) {
+  const auto begin = Clock::now();
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::duration<double>(Clock::now() - begin).count() > limit_seconds) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  *seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+TEST_F(DistributedRunTest, AKilledRankEndsTheRunNamingItWithAnAbortedLog) {
+  const fs::path partial = dir_ / "results/crash/resnet/result_0.txt.partial";
+  const Background job = start_until_training("launch --nproc 2 --grace 20 -- " + run_flags("crash", 50),
+                                              dir_ / "launch.txt", partial);
+  ASSERT_GT(job.rank1, 0) << trainbench::read_file((dir_ / "launch.txt").string());
+  ASSERT_TRUE(fs::exists(partial));
+  ::kill(job.rank1, SIGKILL);
+  double seconds = 0;
+  const int code = wait_for_exit(job.launcher, 60, &seconds);
+  const std::string messages = trainbench::read_file((dir_ / "launch.txt").string());
+  EXPECT_EQ(code, 128 + SIGKILL) << messages;  // the launcher reports the first rank that failed
+  EXPECT_LT(seconds, 20) << messages;          // rank 0 noticed at once, well inside the grace period
+  EXPECT_THAT(messages, ::testing::HasSubstr("launch: failed: rank 1 (pid " + std::to_string(job.rank1) + ") was killed by signal 9"));
+  const std::string log = log_of("crash");
+  const std::string stop = last_line(log);
+  EXPECT_THAT(stop, ::testing::HasSubstr("\"key\": \"run_stop\""));
+  EXPECT_THAT(stop, ::testing::HasSubstr("\"status\": \"aborted\""));
+  EXPECT_THAT(stop, ::testing::HasSubstr("rank 1 stopped responding")) << stop;
+  EXPECT_FALSE(fs::exists(partial));
+  EXPECT_FALSE(process_exists(job.rank1));
+  EXPECT_EQ(::system(("pgrep -f '[s]ystem crash' > /dev/null")), 256) << "a rank outlived the launcher";
+}
+
+TEST_F(DistributedRunTest, AHungRankEndsTheRunWithinTheTimeout) {
+  const fs::path partial = dir_ / "results/hang/resnet/result_0.txt.partial";
+  const Background job = start_until_training("launch --nproc 2 --grace 1 -- " + run_flags("hang", 50) + " --comm-timeout 5",
+                                              dir_ / "launch.txt", partial);
+  ASSERT_GT(job.rank1, 0) << trainbench::read_file((dir_ / "launch.txt").string());
+  ::kill(job.rank1, SIGSTOP);
+  double seconds = 0;
+  const int code = wait_for_exit(job.launcher, 60, &seconds);
+  const std::string messages = trainbench::read_file((dir_ / "launch.txt").string());
+  EXPECT_NE(code, 0) << messages;
+  EXPECT_LT(seconds, 5 + 5 + 1 + 5 + 5) << messages;  // timeout, diagnosis, grace, SIGTERM, SIGKILL
+  const std::string stop = last_line(log_of("hang"));
+  EXPECT_THAT(stop, ::testing::HasSubstr("\"status\": \"aborted\""));
+  EXPECT_THAT(stop, ::testing::HasSubstr("rank 1 stopped responding")) << stop;
+  EXPECT_FALSE(process_exists(job.rank1));
+  EXPECT_EQ(::system(("pgrep -f '[s]ystem hang' > /dev/null")), 256) << "a rank outlived the launcher";
+}
+
+}  // namespace
