@@ -12,5 +12,6 @@ struct CommandContext {
 
 void add_training_commands(CLI::App& app, CommandContext& context);  // run, bench, data
 void add_review_commands(CLI::App& app, CommandContext& context);    // review, system, report
+void add_probe_commands(CLI::App& app, CommandContext& context);     // probe compute, probe storage
 
 }  // namespace trainbench::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   trainbench::cli::CommandContext context;
   trainbench::cli::add_training_commands(app, context);
   trainbench::cli::add_review_commands(app, context);
+  trainbench::cli::add_probe_commands(app, context);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

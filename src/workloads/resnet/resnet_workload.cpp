@@ -266,12 +266,13 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   }
   const double step_time = median(step_seconds);
   const double train_flops = 3.0 * 2.0 * static_cast<double>(model->forward_macs(image_size));
-  char line[256];
+  const double flops_per_second = train_flops * batch_size / step_time;
+  char line[384];
   std::snprintf(line, sizeof line,
-                "training      %10.1f img/s  (batch %lld, %lld px, %s, %d threads, median of %lld steps: %.4f s/step, %.1f GFLOP/s)\n",
+                "training      %10.1f img/s  (batch %lld, %lld px, %s, %d threads, median of %lld steps: %.4f s/step, %.1f GFLOP/s%s)\n",
                 batch_size / step_time, static_cast<long long>(batch_size), static_cast<long long>(image_size),
                 device.str().c_str(), settings.threads, static_cast<long long>(bench_settings.steps), step_time,
-                train_flops * batch_size / step_time / 1e9);
+                flops_per_second / 1e9, share_of_peak(flops_per_second, bench_settings).c_str());
   out << line;
 
   if (settings.data_dir.empty()) {
