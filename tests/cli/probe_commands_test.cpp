@@ -28,10 +28,7 @@ class ProbeCliTest : public ::testing::Test {
 };
 
 TEST_F(ProbeCliTest, HelpNamesTheProbesAndTheirFlags) {
-  auto result = run_trainbench("probe --help");
-  EXPECT_EQ(result.exit_code, 0);
-  for (const char* word : {"compute", "storage"}) EXPECT_NE(result.output.find(word), std::string::npos) << word;
-  result = run_trainbench("probe compute --help");
+  auto result = run_trainbench("probe compute --help");
   EXPECT_EQ(result.exit_code, 0);
   for (const char* flag : {"--device", "--threads", "--seconds", "--json"})
     EXPECT_NE(result.output.find(flag), std::string::npos) << flag;
@@ -79,21 +76,13 @@ TEST_F(ProbeCliTest, BadInputGetsAClearErrorAndExitCode2) {
       << result.output;
   EXPECT_EQ(result.output.find("dataset reads"), std::string::npos) << "sizes are checked before anything is measured";
 
-  result = run_trainbench("probe storage --dir " + data + " --checkpoint-size 0");
-  EXPECT_EQ(result.exit_code, 2);
-  EXPECT_NE(result.output.find("--checkpoint-size '0': must be more than 0 bytes"), std::string::npos) << result.output;
-
-  result = run_trainbench("probe compute --device tpu");
-  EXPECT_NE(result.exit_code, 0);
-  EXPECT_NE(result.output.find("--device"), std::string::npos) << result.output;
-
   result = run_trainbench("bench resnet --peak " + (dir_ / "no-such-probe.json").string());
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_NE(result.output.find((dir_ / "no-such-probe.json").string() + ": cannot open for reading"), std::string::npos) << result.output;
 
   result = run_trainbench("probe");
   EXPECT_NE(result.exit_code, 0);
-  EXPECT_NE(result.output.find("subcommand"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("A subcommand is required"), std::string::npos) << result.output;
 }
 
 }  // namespace
