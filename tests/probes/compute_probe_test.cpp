@@ -1,12 +1,11 @@
 // probe compute timed for real: a tiny CPU run gives positive numbers for every row, and its JSON copy is
 // what `bench --peak` reads.
 #include <algorithm>
-#include <filesystem>
 #include <sstream>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include "data/test_files.h"
 #include "probes/compute_probe.h"
 #include "probes/environment.h"
 #include "util/atomic_file.h"
@@ -14,18 +13,10 @@
 namespace trainbench::probes {
 namespace {
 
-namespace fs = std::filesystem;
 
-class ComputeProbeRun : public ::testing::Test {
- protected:
-  void SetUp() override {
-    json_path_ = (fs::temp_directory_path() / ("trainbench_compute_" + std::to_string(::getpid()) + ".json")).string();
-  }
-  void TearDown() override { fs::remove(json_path_); }
-  std::string json_path_;
-};
-
-TEST_F(ComputeProbeRun, TinyCpuRunMeasuresPositiveFlopsAndItsJsonFeedsBenchPeak) {
+TEST(ComputeProbeRun, TinyCpuRunMeasuresPositiveFlopsAndItsJsonFeedsBenchPeak) {
+  const data::testing::TempDir temp;
+  const std::string json_path = temp / "compute.json";
   ComputeProbeOptions options;
   options.device = "cpu";
   options.threads = 1;
@@ -55,8 +46,8 @@ TEST_F(ComputeProbeRun, TinyCpuRunMeasuresPositiveFlopsAndItsJsonFeedsBenchPeak)
   const auto report = to_json(options, result);
   EXPECT_EQ(report["rows"].size(), result.rows.size());
   EXPECT_EQ(report["environment"]["device"], "cpu");
-  write_file_atomically(json_path_, report.dump());
-  EXPECT_EQ(read_measured_peak(json_path_, "fp32"), result.peaks().front().flops_per_second);
+  write_file_atomically(json_path, report.dump());
+  EXPECT_EQ(read_measured_peak(json_path, "fp32"), result.peaks().front().flops_per_second);
 }
 
 }  // namespace

@@ -1,10 +1,9 @@
 // probe compute's LibTorch-free half: the FLOP counts every figure rests on, the peaks summary, which dtypes a
 // CPU times, and reading a probe's JSON copy back for `bench --peak`.
-#include <filesystem>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include "data/test_files.h"
 #include "probes/compute_probe.h"
 #include "support/error_message.h"
 #include "util/atomic_file.h"
@@ -12,7 +11,6 @@
 namespace trainbench::probes {
 namespace {
 
-namespace fs = std::filesystem;
 using trainbench::testing::error_message;
 
 TEST(ComputeFlops, GemmCountsTwoFlopsPerMultiplyAdd) {
@@ -63,26 +61,19 @@ TEST(ComputeFormat, PicksGigaOrTera) {
   EXPECT_EQ(format_flops(1.234e12), "1.23 TFLOP/s");
 }
 
-class ComputeReportTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    json_path_ = (fs::temp_directory_path() / ("trainbench_compute_" + std::to_string(::getpid()) + ".json")).string();
-  }
-  void TearDown() override { fs::remove(json_path_); }
-  std::string json_path_;
-};
-
-TEST_F(ComputeReportTest, ReadingAPeakNamesTheFileAndWhatIsMissing) {
-  EXPECT_NE(error_message([&] { read_measured_peak(json_path_); }).find(json_path_ + ": cannot open for reading"), std::string::npos);
-  write_file_atomically(json_path_, "not json");
-  EXPECT_NE(error_message([&] { read_measured_peak(json_path_); }).find(json_path_ + ": not JSON"), std::string::npos);
-  write_file_atomically(json_path_, R"({"probe": "storage", "dataset_read": {}})");
-  EXPECT_EQ(error_message([&] { read_measured_peak(json_path_); }),
-            json_path_ + ": is not the --json copy of `trainbench probe compute` (expected \"probe\": \"compute\" and \"peaks\")");
-  write_file_atomically(json_path_, R"({"probe": "compute", "peaks": {"fp32": {"flops_per_second": 1.5e11}}})");
-  EXPECT_EQ(read_measured_peak(json_path_, "fp32"), 1.5e11);
-  EXPECT_EQ(error_message([&] { read_measured_peak(json_path_, "bf16"); }),
-            json_path_ + ": has no measured bf16 peak (peaks.bf16.flops_per_second)");
+TEST(ComputeReportTest, ReadingAPeakNamesTheFileAndWhatIsMissing) {
+  const data::testing::TempDir temp;
+  const std::string json_path = temp / "compute.json";
+  EXPECT_NE(error_message([&] { read_measured_peak(json_path); }).find(json_path + ": cannot open for reading"), std::string::npos);
+  write_file_atomically(json_path, "not json");
+  EXPECT_NE(error_message([&] { read_measured_peak(json_path); }).find(json_path + ": not JSON"), std::string::npos);
+  write_file_atomically(json_path, R"({"probe": "storage", "dataset_read": {}})");
+  EXPECT_EQ(error_message([&] { read_measured_peak(json_path); }),
+            json_path + ": is not the --json copy of `trainbench probe compute` (expected \"probe\": \"compute\" and \"peaks\")");
+  write_file_atomically(json_path, R"({"probe": "compute", "peaks": {"fp32": {"flops_per_second": 1.5e11}}})");
+  EXPECT_EQ(read_measured_peak(json_path, "fp32"), 1.5e11);
+  EXPECT_EQ(error_message([&] { read_measured_peak(json_path, "bf16"); }),
+            json_path + ": has no measured bf16 peak (peaks.bf16.flops_per_second)");
 }
 
 }  // namespace

@@ -2,11 +2,10 @@
 // mincore(), a checkpoint round trip that catches a changed byte, and the errors a user meets.
 #include <filesystem>
 #include <fstream>
-#include <numeric>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include "data/test_files.h"
 #include "probes/storage_probe.h"
 #include "support/error_message.h"
 
@@ -18,14 +17,6 @@ using trainbench::testing::error_message;
 
 class StorageProbeTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("trainbench_storage_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // A nested tree of `count` files whose sizes are distinct powers of two (1 B .. 2^(count-1) B) plus one
   // empty file, so a byte total names exactly which files were read. Returns the total.
   uint64_t make_tree(int count) {
@@ -42,7 +33,8 @@ class StorageProbeTest : public ::testing::Test {
 
   std::vector<std::string> files() const { return list_dataset_files(dir_.string()); }
 
-  fs::path dir_;
+  const data::testing::TempDir temp_;
+  const fs::path dir_ = temp_.path();
 };
 
 TEST(ByteSize, ParsesPlainAndSuffixedSizes) {
