@@ -189,8 +189,8 @@ ComputeProbeResult run_compute_probe(const ComputeProbeOptions& options, std::os
         break;
       }
     }
-    // GPUs run convolutions fastest in channels-last (NHWC) layout; on the CPU, with oneDNN, NCHW is as fast
-    // (shared/reference/libtorch-notes.md), so each device gets the layout its training runs use.
+    // cuDNN's tensor-core convolutions are fastest in channels-last (NHWC) layout, so a GPU peak is measured
+    // in it; on the CPU, oneDNN is as fast in NCHW (shared/reference/libtorch-notes.md), the layout used there.
     const auto layout = device.is_cuda() ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
     for (const auto& s : conv_shapes) {
       const auto input = torch::randn({s.batch, s.in_channels, s.height, s.width}, tensor_options).contiguous(layout);
