@@ -13,6 +13,6 @@ struct CommandContext {
 void add_training_commands(CLI::App& app, CommandContext& context);  // run, bench, data
 void add_review_commands(CLI::App& app, CommandContext& context);    // review, system, report
 void add_launch_command(CLI::App& app, CommandContext& context);     // launch
-void add_comm_probe_command(CLI::App& probe, CommandContext& context);  // probe comm
+void add_probe_commands(CLI::App& app, CommandContext& context);     // probe compute, probe comm, probe storage
 
 }  // namespace trainbench::cli

@@ -19,9 +19,7 @@ int main(int argc, char** argv) {
   trainbench::cli::add_training_commands(app, context);
   trainbench::cli::add_review_commands(app, context);
   trainbench::cli::add_launch_command(app, context);
-  auto* probe = app.add_subcommand("probe", "Measure the parts of the system that decide a result");
-  probe->require_subcommand(1);
-  trainbench::cli::add_comm_probe_command(*probe, context);
+  trainbench::cli::add_probe_commands(app, context);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

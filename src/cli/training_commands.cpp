@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "dist/communicator.h"
 #include "harness/runner.h"
+#include "probes/compute_probe.h"
 #include "review/scoring.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -205,7 +206,10 @@ void add_bench_command(CLI::App& app) {
   flags->add_to(command);
   command->add_option("--steps", bench->steps, "Timed steps (median reported)")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--warmup", bench->warmup_steps, "Untimed warm-up steps")->capture_default_str()->check(CLI::NonNegativeNumber);
+  auto peak_path = std::make_shared<std::string>();
+  command->add_option("--peak", *peak_path, "A `trainbench probe compute --json` file: also print achieved FLOP/s as a share of its measured fp32 peak");
   command->callback([=] {
+    if (!peak_path->empty()) bench->peak_flops = probes::read_measured_peak(*peak_path, "fp32");
     const WorkloadEntry& entry = find_workload(flags->benchmark);
     WorkloadSettings settings = flags->settings(entry, false);
     settings.communicator = join_ranks(flags->comm_timeout);

@@ -1,6 +1,7 @@
 #pragma once
 // The list of benchmarks the CLI knows. Adding a workload is one folder under workloads/ and one entry
 // in registry.cpp. Nothing here includes LibTorch, so the CLI compiles quickly.
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -38,7 +39,17 @@ int64_t local_batch_size(const Config& config, const std::string& field, int wor
 struct BenchSettings {
   int64_t steps = 20;
   int64_t warmup_steps = 3;
+  double peak_flops = 0;  // measured fp32 peak FLOP/s (bench --peak, from `probe compute --json`); 0: none given
 };
+
+// ", 41.3% of measured fp32 peak 152.0 GFLOP/s" for a bench line's achieved FLOP/s, or "" without --peak.
+inline std::string share_of_peak(double flops_per_second, const BenchSettings& settings) {
+  if (settings.peak_flops <= 0) return "";
+  char text[96];
+  std::snprintf(text, sizeof text, ", %.1f%% of measured fp32 peak %.1f GFLOP/s", 100.0 * flops_per_second / settings.peak_flops,
+                settings.peak_flops / 1e9);
+  return text;
+}
 
 struct WorkloadEntry {
   std::string name;

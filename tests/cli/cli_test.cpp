@@ -7,26 +7,16 @@
 
 #include <gtest/gtest.h>
 
+#include "support/trainbench_binary.h"
 #include "util/atomic_file.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = trainbench::testing::BinaryResult;
 
-Result run(const std::string& arguments) {
-  Result result;
-  FILE* pipe = ::popen((std::string(TRAINBENCH_BINARY) + " " + arguments + " 2>&1").c_str(), "r");
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+Result run(const std::string& arguments) { return trainbench::testing::run_trainbench(arguments); }
 
 class CliTest : public ::testing::Test {
  protected:
@@ -86,7 +76,7 @@ TEST_F(CliTest, MissingDatasetNamesTheDirectoryAndTheLogSaysAborted) {
 }
 
 TEST_F(CliTest, SigtermAbortsTheRunWithACompleteLog) {
-  ASSERT_EQ(run("data make resnet --out " + (dir_ / "data").string()).exit_code, 0);
+  ASSERT_EQ(run("data make resnet --set dataset.train_per_class=64 --set dataset.val_per_class=16 --out " + (dir_ / "data").string()).exit_code, 0);
   const pid_t child = ::fork();
   if (child == 0) {
     const std::string data = (dir_ / "data").string(), out = (dir_ / "results").string();

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support/trainbench_binary.h"
 #include "util/atomic_file.h"
 
 namespace {
@@ -21,20 +22,9 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;
-};
+using Result = trainbench::testing::BinaryResult;
 
-Result run(const std::string& arguments) {
-  Result result;
-  FILE* pipe = ::popen((std::string(TRAINBENCH_BINARY) + " " + arguments + " 2>&1").c_str(), "r");
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+Result run(const std::string& arguments) { return trainbench::testing::run_trainbench(arguments); }
 
 // The values logged under `key`, in order.
 std::vector<double> logged_values(const std::string& log, const std::string& key) {

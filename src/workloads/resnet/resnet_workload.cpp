@@ -297,12 +297,14 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   for (double& figure : figures) figure /= communicator->world();
   const double step_time = figures[0];
   const double train_flops = 3.0 * 2.0 * static_cast<double>(model->forward_macs(image_size));
-  char line[320];
+  const double flops_per_second = train_flops * global_batch / step_time;
+  char line[384];
   std::snprintf(line, sizeof line,
-                "training      %10.1f img/s  (batch %lld over %d rank(s), %lld px, %s, %d threads/rank, median of %lld steps: %.4f s/step, %.1f GFLOP/s)\n",
+                "training      %10.1f img/s  (batch %lld over %d rank(s), %lld px, %s, %d threads/rank, median of %lld steps: %.4f s/step, %.1f GFLOP/s%s)\n",
                 global_batch / step_time, static_cast<long long>(global_batch), communicator->world(),
                 static_cast<long long>(image_size), device.str().c_str(), settings.threads,
-                static_cast<long long>(bench_settings.steps), step_time, train_flops * global_batch / step_time / 1e9);
+                static_cast<long long>(bench_settings.steps), step_time, flops_per_second / 1e9,
+                share_of_peak(flops_per_second, bench_settings).c_str());
   out << line;
   if (communicator->world() > 1) {
     const double steps = static_cast<double>(bench_settings.steps);

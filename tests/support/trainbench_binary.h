@@ -1,0 +1,25 @@
+#pragma once
+// For end-to-end tests: runs the trainbench binary (TRAINBENCH_BINARY, set by CMake) with arguments through
+// the shell and returns its exit code and its stdout and stderr together.
+#include <cstdio>
+#include <string>
+#include <sys/wait.h>
+
+namespace trainbench::testing {
+
+struct BinaryResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+inline BinaryResult run_trainbench(const std::string& arguments) {
+  BinaryResult result;
+  FILE* pipe = ::popen((std::string(TRAINBENCH_BINARY) + " " + arguments + " 2>&1").c_str(), "r");
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+}  // namespace trainbench::testing
