@@ -44,10 +44,6 @@ GradientSync::GradientSync(Communicator& communicator, std::vector<torch::Tensor
   broadcast_from_rank0(communicator_, buffers_);
   if (communicator_.world() == 1) return;
 
-  const auto is_sparse = [&](const torch::Tensor& parameter) {
-    return std::any_of(options.sparse_parameters.begin(), options.sparse_parameters.end(),
-                       [&](const torch::Tensor& sparse) { return sparse.is_same(parameter); });
-  };
   const auto bucket_bytes = static_cast<int64_t>(options.bucket_megabytes * 1024 * 1024);
   std::map<std::pair<int, std::string>, int> open_bucket;  // (dtype, device) -> bucket being filled
   for (auto& parameter : parameters) {
@@ -56,7 +52,6 @@ GradientSync::GradientSync(Communicator& communicator, std::vector<torch::Tensor
   // Reverse registration order: the last layers' gradients are ready first.
   for (int index = static_cast<int>(slots_.size()) - 1; index >= 0; --index) {
     Slot& slot = slots_[index];
-    if (is_sparse(slot.parameter)) continue;
     const std::pair<int, std::string> key{static_cast<int>(slot.parameter.scalar_type()), slot.parameter.device().str()};
     auto found = open_bucket.find(key);
     if (found == open_bucket.end() ||
@@ -89,10 +84,9 @@ void GradientSync::on_gradient(int index, const torch::Tensor& gradient) {
   Slot& slot = slots_[index];
   if (slot.ready) return;
   slot.ready = true;
-  if (slot.bucket < 0) {
-    slot.sparse_gradient = gradient.coalesce();
-    return;
-  }
+  if (gradient.is_sparse())
+    fail("gradient of a " + std::to_string(slot.parameter.dim()) + "-d parameter",
+         "is sparse; GradientSync averages dense gradients (exchange touched rows with dist::allgather_rows)");
   Bucket& bucket = buckets_[slot.bucket];
   // Pre-divide so the sum over ranks is the mean.
   torch::NoGradGuard no_grad;
@@ -110,45 +104,35 @@ void GradientSync::launch_ready_buckets() {
   }
 }
 
-void GradientSync::reduce_sparse(Slot& slot) {
-  // Ranks touch different rows, so rows and values are all-gathered (padded to the longest) rather than
-  // reduced; summing duplicates is left to coalesce(). Only touched rows ever travel.
-  torch::Tensor local = slot.sparse_gradient.defined()
-                            ? slot.sparse_gradient
-                            : torch::sparse_coo_tensor(torch::empty({1, 0}, torch::kInt64),
-                                                       torch::empty({0, slot.parameter.size(1)}, slot.parameter.options()),
-                                                       slot.parameter.sizes());
-  const int world = communicator_.world();
-  torch::Tensor indices = local._indices().to(torch::kInt64).contiguous();
-  torch::Tensor values = local._values().contiguous();
-  torch::Tensor count = torch::tensor({indices.size(1)}, torch::kInt64).to(values.device());
+std::pair<torch::Tensor, torch::Tensor> allgather_rows(Communicator& communicator, const torch::Tensor& rows,
+                                                       const torch::Tensor& values) {
+  const int world = communicator.world();
+  if (world == 1) return {rows, values};
+  // Ranks touch different numbers of rows: share the counts, pad to the longest, gather, then drop the padding.
+  torch::Tensor count = torch::tensor({rows.numel()}, torch::kInt64).to(values.device());
   torch::Tensor counts = torch::empty({world}, count.options());
-  communicator_.allgather(counts, count).wait();
-  const int64_t longest = counts.max().item<int64_t>();
-  const auto row_shape = values.sizes().slice(1).vec();
-  std::vector<int64_t> padded_shape{longest};
-  padded_shape.insert(padded_shape.end(), row_shape.begin(), row_shape.end());
-  torch::Tensor padded_indices = torch::zeros({longest}, indices.options().device(values.device()));
+  communicator.allgather(counts, count).wait();
+  const auto counts_cpu = counts.cpu();
+  const int64_t longest = counts_cpu.max().item<int64_t>();
+  std::vector<int64_t> padded_shape = values.sizes().vec();
+  padded_shape[0] = longest;
+  torch::Tensor padded_rows = torch::zeros({longest}, rows.options().device(values.device()));
   torch::Tensor padded_values = torch::zeros(padded_shape, values.options());
-  padded_indices.narrow(0, 0, indices.size(1)).copy_(indices[0]);
+  padded_rows.narrow(0, 0, rows.numel()).copy_(rows);
   padded_values.narrow(0, 0, values.size(0)).copy_(values);
-  torch::Tensor all_indices = torch::empty({world * longest}, padded_indices.options());
+  torch::Tensor all_rows = torch::empty({world * longest}, padded_rows.options());
   std::vector<int64_t> all_shape = padded_shape;
   all_shape[0] *= world;
   torch::Tensor all_values = torch::empty(all_shape, values.options());
-  communicator_.allgather(all_indices, padded_indices).wait();
-  communicator_.allgather(all_values, padded_values).wait();
-  std::vector<torch::Tensor> kept_indices, kept_values;
-  const auto counts_cpu = counts.cpu();
+  communicator.allgather(all_rows, padded_rows).wait();
+  communicator.allgather(all_values, padded_values).wait();
+  std::vector<torch::Tensor> kept_rows, kept_values;
   for (int rank = 0; rank < world; ++rank) {
     const int64_t n = counts_cpu[rank].item<int64_t>();
-    kept_indices.push_back(all_indices.narrow(0, rank * longest, n));
+    kept_rows.push_back(all_rows.narrow(0, rank * longest, n));
     kept_values.push_back(all_values.narrow(0, rank * longest, n));
   }
-  torch::Tensor merged = torch::sparse_coo_tensor(torch::cat(kept_indices).unsqueeze(0), torch::cat(kept_values).div_(world),
-                                                  slot.parameter.sizes())
-                             .coalesce();
-  slot.parameter.mutable_grad() = merged;
+  return {torch::cat(kept_rows), torch::cat(kept_values)};
 }
 
 void GradientSync::finish() {
@@ -156,7 +140,7 @@ void GradientSync::finish() {
   torch::NoGradGuard no_grad;
   // Parameters that took no part in this step's graph still owe their bucket a (zero) gradient.
   for (auto& slot : slots_) {
-    if (slot.ready || slot.bucket < 0) continue;
+    if (slot.ready) continue;
     buckets_[slot.bucket].flat.narrow(0, slot.offset, slot.parameter.numel()).zero_();
     slot.ready = true;
     --buckets_[slot.bucket].pending;
@@ -180,11 +164,7 @@ void GradientSync::finish() {
     }
     bucket.pending = static_cast<int>(bucket.slots.size());
   }
-  for (auto& slot : slots_) {
-    if (slot.bucket < 0) reduce_sparse(slot);
-    slot.ready = false;
-    slot.sparse_gradient = torch::Tensor();
-  }
+  for (auto& slot : slots_) slot.ready = false;
   next_bucket_to_launch_ = 0;
   ++stats_.steps;
 }

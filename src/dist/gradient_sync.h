@@ -6,8 +6,7 @@
 // while backward continues. finish() waits for the buckets and writes the averaged gradients back.
 //
 // Construction broadcasts rank 0's parameters and buffers, so every rank starts from the same model.
-// Sparse gradients (embedding tables) are not bucketed: finish() all-gathers their rows, so no rank ever
-// densifies a table.
+// Tables updated row-wise (embeddings) stay out of it: their touched rows travel with allgather_rows().
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -20,8 +19,6 @@ namespace trainbench::dist {
 
 struct GradientSyncOptions {
   double bucket_megabytes = 1;
-  // Parameters whose gradients are sparse (embedding tables with sparse gradients), among `parameters`.
-  std::vector<torch::Tensor> sparse_parameters;
 };
 
 // Where a step's communication time went, for the overlap figure in `trainbench bench`.
@@ -32,6 +29,12 @@ struct GradientSyncStats {
   int buckets = 0;
   int64_t bytes_per_step = 0;
 };
+
+// Every rank's (row index, row values) pairs, concatenated in rank order: how ranks exchange the rows of a
+// replicated table they touched (embedding gradients) without sending the table. `rows` is 1-D int64,
+// `values` is (rows.numel(), ...) on any device.
+std::pair<torch::Tensor, torch::Tensor> allgather_rows(Communicator& communicator, const torch::Tensor& rows,
+                                                       const torch::Tensor& values);
 
 class GradientSync {
  public:
@@ -52,10 +55,9 @@ class GradientSync {
  private:
   struct Slot {
     torch::Tensor parameter;
-    int bucket = -1;      // -1: sparse, not bucketed
+    int bucket = 0;
     int64_t offset = 0;   // in the bucket
     bool ready = false;
-    torch::Tensor sparse_gradient;
   };
   struct Bucket {
     torch::Tensor flat;
@@ -66,7 +68,6 @@ class GradientSync {
 
   void on_gradient(int slot, const torch::Tensor& gradient);
   void launch_ready_buckets();
-  void reduce_sparse(Slot& slot);
 
   Communicator& communicator_;
   std::vector<Slot> slots_;
