@@ -40,7 +40,7 @@ struct PlantedModel {
   PlantedModel(const CriteoSyntheticOptions& options, Rng& rng) {
     for (int j = 0; j < kCriteoDense; ++j) {
       dense_mean.push_back(rng.uniform(0.5, 3.0));
-      dense_weight.push_back(0.35 * normal(rng));
+      dense_weight.push_back(0.25 * normal(rng));
     }
     id_effect.resize(kCriteoSparse);
     latent.resize(kCriteoSparse);
@@ -48,7 +48,7 @@ struct PlantedModel {
     for (int f = 0; f < kCriteoSparse; ++f) {
       const int64_t cardinality = options.cardinalities[f];
       // Two features in three carry an effect; its scale varies by feature.
-      const double scale = f % 3 == 2 ? 0.0 : rng.uniform(0.2, 0.7);
+      const double scale = f % 3 == 2 ? 0.0 : rng.uniform(0.1, 0.45);
       for (int64_t id = 0; id < cardinality; ++id) id_effect[f].push_back(scale * normal(rng));
       double total = 0;
       for (int64_t id = 0; id < cardinality; ++id) {
@@ -60,7 +60,7 @@ struct PlantedModel {
     for (const auto& pair : kInteractingPairs)
       for (const int f : pair)
         if (latent[f].empty())
-          for (int64_t i = 0; i < options.cardinalities[f] * kLatentRank; ++i) latent[f].push_back(0.6 * normal(rng));
+          for (int64_t i = 0; i < options.cardinalities[f] * kLatentRank; ++i) latent[f].push_back(0.45 * normal(rng));
   }
 
   int64_t draw_id(int f, Rng& rng) const {
@@ -71,15 +71,15 @@ struct PlantedModel {
 };
 
 // Writes one day file and returns each sample's true probability and label (for the ceiling).
-void write_day(const std::string& path, const CriteoSyntheticOptions& options, const PlantedModel& model, Rng& rng,
-               std::vector<float>& probabilities, std::vector<float>& labels) {
+void write_day(const std::string& path, int64_t samples, const CriteoSyntheticOptions& options,
+               const PlantedModel& model, Rng& rng, std::vector<float>& probabilities, std::vector<float>& labels) {
   const std::string partial = path + ".partial";
   gzFile file = gzopen(partial.c_str(), options.gzip ? "wb6" : "wT");
   if (!file) fail(partial, std::string("cannot open for writing: ") + std::strerror(errno));
   std::string line;
   char text[32];
   int64_t ids[kCriteoSparse];
-  for (int64_t sample = 0; sample < options.samples_per_day; ++sample) {
+  for (int64_t sample = 0; sample < samples; ++sample) {
     double logit = options.bias;
     std::string fields;
     for (int j = 0; j < kCriteoDense; ++j) {
@@ -128,7 +128,7 @@ CriteoSyntheticSummary make_criteo_synthetic(const std::string& out_dir, const C
   for (const int64_t cardinality : options.cardinalities)
     if (cardinality < 1 || cardinality > (int64_t{1} << 32)) fail("cardinalities", "each must be in 1 .. 2^32");
   if (options.days < 2) fail("days", "at least 2 (the last day is the eval split)");
-  if (options.samples_per_day < 1) fail("samples_per_day", "at least 1");
+  if (options.samples_per_day < 1 || options.eval_samples < 1) fail("samples_per_day, eval_samples", "at least 1 each");
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) fail(out_dir, "cannot create directory: " + ec.message());
@@ -142,10 +142,11 @@ CriteoSyntheticSummary make_criteo_synthetic(const std::string& out_dir, const C
     probabilities.clear();
     labels.clear();
     const std::string name = "day_" + std::to_string(day) + (options.gzip ? ".gz" : "");
-    write_day((fs::path(out_dir) / name).string(), options, model, rng, probabilities, labels);
-    if (day + 1 < options.days) summary.train_samples += options.samples_per_day;
+    const bool eval_day = day + 1 == options.days;
+    const int64_t samples = eval_day ? options.eval_samples : options.samples_per_day;
+    write_day((fs::path(out_dir) / name).string(), samples, options, model, rng, probabilities, labels);
+    (eval_day ? summary.eval_samples : summary.train_samples) += samples;
   }
-  summary.eval_samples = options.samples_per_day;
   AucAccumulator ceiling;
   ceiling.add(probabilities.data(), labels.data(), static_cast<int64_t>(labels.size()));
   summary.eval_auc_ceiling = ceiling.auc();

@@ -22,7 +22,8 @@ namespace trainbench::data {
 
 struct CriteoSyntheticOptions {
   int days = 4;                          // the last one is the eval split
-  int64_t samples_per_day = 100000;
+  int64_t samples_per_day = 100000;      // training days
+  int64_t eval_samples = 50000;          // the last day
   std::vector<int64_t> cardinalities;    // 26 values, each >= 1
   double zipf_exponent = 1.1;
   double missing_dense = 0.1;

@@ -17,6 +17,7 @@ CriteoSyntheticOptions small_options(uint64_t seed) {
   CriteoSyntheticOptions options;
   options.days = 3;
   options.samples_per_day = 4000;
+  options.eval_samples = 3000;
   options.cardinalities = {50, 40, 30, 20, 10, 3, 8, 6, 5, 45, 35, 25, 2, 7, 12, 4, 2, 9, 3, 48, 33, 22, 11, 6, 4, 2};
   options.seed = seed;
   return options;
@@ -41,7 +42,7 @@ TEST_F(CriteoSynthetic, DeterministicForASeedAndDifferentForAnother) {
   EXPECT_NE(read_file((dir_ / "a" / "day_0").string()), read_file((dir_ / "c" / "day_0").string()));
   EXPECT_EQ(a.eval_auc_ceiling, b.eval_auc_ceiling);
   EXPECT_EQ(a.train_samples, 8000);
-  EXPECT_EQ(a.eval_samples, 4000);
+  EXPECT_EQ(a.eval_samples, 3000);
   EXPECT_FALSE(fs::exists(dir_ / "a" / "day_0.partial"));
   EXPECT_NE(a.eval_auc_ceiling, c.eval_auc_ceiling);
   const std::string text = read_file((dir_ / "a" / "day_0").string());
