@@ -40,7 +40,7 @@ struct PlantedModel {
   PlantedModel(const CriteoSyntheticOptions& options, Rng& rng) {
     for (int j = 0; j < kCriteoDense; ++j) {
       dense_mean.push_back(rng.uniform(0.5, 3.0));
-      dense_weight.push_back(0.25 * normal(rng));
+      dense_weight.push_back(0.3 * normal(rng));
     }
     id_effect.resize(kCriteoSparse);
     latent.resize(kCriteoSparse);
@@ -60,7 +60,7 @@ struct PlantedModel {
     for (const auto& pair : kInteractingPairs)
       for (const int f : pair)
         if (latent[f].empty())
-          for (int64_t i = 0; i < options.cardinalities[f] * kLatentRank; ++i) latent[f].push_back(0.45 * normal(rng));
+          for (int64_t i = 0; i < options.cardinalities[f] * kLatentRank; ++i) latent[f].push_back(0.3 * normal(rng));
   }
 
   int64_t draw_id(int f, Rng& rng) const {

@@ -36,16 +36,16 @@ TEST(DlrmModel, ReferenceV11ModelHasTheRulesTensorNames) {
 }
 
 TEST(DlrmModel, SparseUpdateTouchesOnlyTheLookedUpRowsInPlaceWithoutATableSizedGradient) {
-  // One 2M-row table (128 MB): a dense gradient or a copy of it would raise the peak RSS by as much.
+  // One 1M-row table (64 MB): a dense gradient or a copy of it would raise the peak RSS by as much.
   std::vector<int64_t> tables(26, 4);
-  tables[0] = 2'000'000;
+  tables[0] = 1'000'000;
   Dlrm model(DlrmOptions(tables).embedding_dim(16).bottom_mlp({32, 16}).top_mlp({32, 1}));
   const int64_t table_bytes = model->embeddings.numel() * 4;
   const auto before = model->embeddings.clone();
   const void* storage = model->embeddings.data_ptr();
   const auto dense = torch::rand({64, 13});
   auto sparse = torch::randint(4, {64, 26}, torch::kInt64);
-  sparse.select(1, 0).copy_(torch::randint(1000, {64}, torch::kInt64) * 1999);  // rows spread over the table
+  sparse.select(1, 0).copy_(torch::randint(1000, {64}, torch::kInt64) * 999);  // rows spread over the table
   const auto labels = torch::randint(2, {64}).to(torch::kFloat32);
   const int64_t rss_before = peak_rss_bytes();  // the table and its copy `before` are resident
   for (int step = 0; step < 3; ++step) train_step(model, dense, sparse, labels, 0.5);
@@ -56,7 +56,7 @@ TEST(DlrmModel, SparseUpdateTouchesOnlyTheLookedUpRowsInPlaceWithoutATableSizedG
   EXPECT_FALSE(model->embeddings.requires_grad());
   const auto touched = torch::zeros({model->embeddings.size(0)}, torch::kBool);
   touched.index_fill_(0, sparse.select(1, 0), true);
-  for (int t = 1; t < 26; ++t) touched.index_fill_(0, sparse.select(1, t) + 2'000'000 + 4 * (t - 1), true);
+  for (int t = 1; t < 26; ++t) touched.index_fill_(0, sparse.select(1, t) + 1'000'000 + 4 * (t - 1), true);
   const auto untouched = touched.logical_not();
   EXPECT_TRUE(torch::equal(model->embeddings.index({untouched}), before.index({untouched})));
   EXPECT_TRUE(model->embeddings.index({touched}).ne(before.index({touched})).any(1).all().item<bool>());

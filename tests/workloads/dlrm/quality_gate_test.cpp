@@ -24,6 +24,7 @@ TEST(DlrmQualityGate, ShortMiniRunReachesItsTargetWithACompliantLog) {
   WorkloadSettings settings;
   nlohmann::json values = Config::from_presets("dlrm", entry.presets_json, "mini", {}).values();
   values["dataset"]["samples_per_day"] = 60000;
+  values["dataset"]["eval_samples"] = 20000;
   values["target"] = 0.76;
   settings.config = Config("dlrm/mini", values);
   settings.data_dir = (dir / "data").string();
