@@ -1,7 +1,6 @@
 #include "workloads/dlrm/dlrm_workload.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -12,6 +11,7 @@
 #include "data/criteo.h"
 #include "data/generators/criteo_synthetic.h"
 #include "util/error.h"
+#include "workloads/bench_timing.h"
 #include "workloads/device.h"
 #include "workloads/dlrm/model.h"
 
@@ -174,12 +174,6 @@ class DlrmWorkload : public Workload {
   int64_t epoch_ = -1;
 };
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t middle = values.size() / 2;
-  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
-}
-
 }  // namespace
 
 std::unique_ptr<Workload> create_workload(const WorkloadSettings& settings) {
@@ -225,14 +219,9 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
     columns.push_back(torch::randint(size, {batch_size, 1}, torch::TensorOptions(torch::kInt64).device(device)));
   const auto sparse = torch::cat(columns, 1);
   const auto labels = torch::randint(2, {batch_size}, device).to(torch::kFloat32);
-  std::vector<double> step_seconds;
-  for (int64_t step = 0; step < bench_settings.warmup_steps + bench_settings.steps; ++step) {
-    const auto begin = std::chrono::steady_clock::now();
+  const double step_time = median_step_seconds(bench_settings, [&] {
     train_step(model, dense, sparse, labels, 0.01).item<double>();  // item() waits for the device
-    if (step >= bench_settings.warmup_steps)
-      step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
-  }
-  const double step_time = median(step_seconds);
+  });
   const double train_flops = 3.0 * 2.0 * static_cast<double>(model->forward_macs());
   char line[256];
   std::snprintf(line, sizeof line,

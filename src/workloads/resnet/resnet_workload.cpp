@@ -12,6 +12,7 @@
 #include "data/image_folder.h"
 #include "data/image_loader.h"
 #include "util/error.h"
+#include "workloads/bench_timing.h"
 #include "workloads/device.h"
 #include "workloads/resnet/lars.h"
 #include "workloads/resnet/lr_schedule.h"
@@ -217,12 +218,6 @@ class ResNetWorkload : public Workload {
   int64_t step_ = 0;
 };
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t middle = values.size() / 2;
-  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
-}
-
 }  // namespace
 
 std::unique_ptr<Workload> create_workload(const WorkloadSettings& settings) {
@@ -256,15 +251,10 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   // so the number is the compute side alone.
   const auto images = torch::randn({batch_size, 3, image_size, image_size}, device);
   const auto labels = torch::randint(config.integer("num_classes"), {batch_size}, torch::TensorOptions(torch::kInt64).device(device));
-  std::vector<double> step_seconds;
-  for (int64_t step = 0; step < bench_settings.warmup_steps + bench_settings.steps; ++step) {
-    const auto begin = std::chrono::steady_clock::now();
+  const double step_time = median_step_seconds(bench_settings, [&] {
     // item() waits for the device, so the whole step is timed.
     train_step(model, optimizer, images, labels, config.number("label_smoothing"), 0.01).item<double>();
-    if (step >= bench_settings.warmup_steps)
-      step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
-  }
-  const double step_time = median(step_seconds);
+  });
   const double train_flops = 3.0 * 2.0 * static_cast<double>(model->forward_macs(image_size));
   char line[256];
   std::snprintf(line, sizeof line,
