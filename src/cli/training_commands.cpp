@@ -65,10 +65,10 @@ struct WorkloadFlags {
   double comm_timeout = 300;
 
   void add_to(CLI::App* command) {
-    command->add_option("benchmark", benchmark, "Benchmark to run (resnet)")->required();
+    command->add_option("benchmark", benchmark, "Benchmark to run (resnet, dlrm)")->required();
     command->add_option("--preset", preset, "Preset: mini (generated data, minutes here) or reference (the real benchmark)")
         ->capture_default_str();
-    command->add_option("--data", data_dir, "Dataset directory (ImageNet layout for resnet); default: the preset's generated dataset under --data-root");
+    command->add_option("--data", data_dir, "Dataset directory (ImageNet layout for resnet, prepared train.bin/eval.bin for dlrm); default: the preset's generated dataset under --data-root");
     command->add_option("--data-root", data_root, "Where generated datasets are kept")->capture_default_str();
     command->add_option("--set", overrides, "Override a preset setting, key=value (repeatable)");
     command->add_option("--threads", threads, "Compute threads (torch::set_num_threads)")->capture_default_str()
@@ -221,14 +221,14 @@ void add_bench_command(CLI::App& app) {
 }
 
 void add_data_command(CLI::App& app) {
-  auto* data = app.add_subcommand("data", "Datasets: generate a preset's mini dataset");
+  auto* data = app.add_subcommand("data", "Datasets: generate a preset's mini dataset, or prepare a real one");
   data->require_subcommand(1);
   auto* make = data->add_subcommand("make", "Write a preset's generated dataset (deterministic for a seed)");
   auto benchmark = std::make_shared<std::string>();
   auto preset = std::make_shared<std::string>("mini");
   auto out = std::make_shared<std::string>();
   auto seed = std::make_shared<int64_t>(kDefaultDatasetSeed);
-  make->add_option("benchmark", *benchmark, "Benchmark (resnet)")->required();
+  make->add_option("benchmark", *benchmark, "Benchmark (resnet, dlrm)")->required();
   make->add_option("--out", *out, "Output directory (must not exist or be empty)")->required();
   make->add_option("--preset", *preset, "Preset whose dataset to generate")->capture_default_str();
   make->add_option("--seed", *seed, "Dataset seed")->capture_default_str();
@@ -240,6 +240,25 @@ void add_data_command(CLI::App& app) {
     if (fs::exists(*out) && !fs::is_empty(*out)) fail("--out " + *out, "exists and is not empty; choose a new directory");
     generate_dataset(entry, config, *out, *seed);
     std::cout << "wrote the " << entry.name << " " << *preset << " dataset (seed " << *seed << ") to " << *out << "\n";
+  });
+
+  auto* prepare = data->add_subcommand("prepare", "Convert a benchmark's real dataset once into the form it trains from");
+  auto prepare_benchmark = std::make_shared<std::string>();
+  auto prepare_preset = std::make_shared<std::string>("reference");
+  auto in = std::make_shared<std::string>();
+  auto prepared = std::make_shared<std::string>();
+  auto prepare_overrides = std::make_shared<std::vector<std::string>>();
+  prepare->add_option("benchmark", *prepare_benchmark, "Benchmark (dlrm)")->required();
+  prepare->add_option("--in", *in, "Directory of the real dataset (dlrm: Criteo day files day_0 ... day_23, plain or .gz)")->required();
+  prepare->add_option("--out", *prepared, "Output directory for the prepared files")->required();
+  prepare->add_option("--preset", *prepare_preset, "Preset whose settings (e.g. table sizes) apply")->capture_default_str();
+  prepare->add_option("--set", *prepare_overrides, "Override a preset setting, key=value (repeatable)");
+  prepare->callback([=] {
+    const WorkloadEntry& entry = find_workload(*prepare_benchmark);
+    if (!entry.prepare_dataset) fail(entry.name, "reads its dataset as published; there is nothing to prepare");
+    const Config config = Config::from_presets(entry.name, entry.presets_json, *prepare_preset, *prepare_overrides);
+    entry.prepare_dataset(config, *in, *prepared);
+    std::cout << "prepared the " << entry.name << " dataset from " << *in << " in " << *prepared << "\n";
   });
 }
 

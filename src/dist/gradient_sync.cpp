@@ -86,7 +86,7 @@ void GradientSync::on_gradient(int index, const torch::Tensor& gradient) {
   slot.ready = true;
   if (gradient.is_sparse())
     fail("gradient of a " + std::to_string(slot.parameter.dim()) + "-d parameter",
-         "is sparse; GradientSync averages dense gradients (exchange touched rows with dist::allgather_rows)");
+         "is sparse; GradientSync averages dense gradients (exchange touched rows with dist::allgather_concat)");
   Bucket& bucket = buckets_[slot.bucket];
   // Pre-divide so the sum over ranks is the mean.
   torch::NoGradGuard no_grad;
@@ -104,35 +104,25 @@ void GradientSync::launch_ready_buckets() {
   }
 }
 
-std::pair<torch::Tensor, torch::Tensor> allgather_rows(Communicator& communicator, const torch::Tensor& rows,
-                                                       const torch::Tensor& values) {
+torch::Tensor allgather_concat(Communicator& communicator, const torch::Tensor& values) {
   const int world = communicator.world();
-  if (world == 1) return {rows, values};
-  // Ranks touch different numbers of rows: share the counts, pad to the longest, gather, then drop the padding.
-  torch::Tensor count = torch::tensor({rows.numel()}, torch::kInt64).to(values.device());
+  if (world == 1) return values;
+  // Share the row counts, pad every rank's rows to the longest, gather, then drop the padding.
+  torch::Tensor count = torch::tensor({values.size(0)}, torch::kInt64).to(values.device());
   torch::Tensor counts = torch::empty({world}, count.options());
   communicator.allgather(counts, count).wait();
   const auto counts_cpu = counts.cpu();
   const int64_t longest = counts_cpu.max().item<int64_t>();
-  std::vector<int64_t> padded_shape = values.sizes().vec();
-  padded_shape[0] = longest;
-  torch::Tensor padded_rows = torch::zeros({longest}, rows.options().device(values.device()));
-  torch::Tensor padded_values = torch::zeros(padded_shape, values.options());
-  padded_rows.narrow(0, 0, rows.numel()).copy_(rows);
-  padded_values.narrow(0, 0, values.size(0)).copy_(values);
-  torch::Tensor all_rows = torch::empty({world * longest}, padded_rows.options());
-  std::vector<int64_t> all_shape = padded_shape;
-  all_shape[0] *= world;
-  torch::Tensor all_values = torch::empty(all_shape, values.options());
-  communicator.allgather(all_rows, padded_rows).wait();
-  communicator.allgather(all_values, padded_values).wait();
-  std::vector<torch::Tensor> kept_rows, kept_values;
-  for (int rank = 0; rank < world; ++rank) {
-    const int64_t n = counts_cpu[rank].item<int64_t>();
-    kept_rows.push_back(all_rows.narrow(0, rank * longest, n));
-    kept_values.push_back(all_values.narrow(0, rank * longest, n));
-  }
-  return {torch::cat(kept_rows), torch::cat(kept_values)};
+  std::vector<int64_t> shape = values.sizes().vec();
+  shape[0] = longest;
+  torch::Tensor padded = torch::zeros(shape, values.options());
+  padded.narrow(0, 0, values.size(0)).copy_(values);
+  shape[0] = longest * world;
+  torch::Tensor gathered = torch::empty(shape, values.options());
+  communicator.allgather(gathered, padded).wait();
+  std::vector<torch::Tensor> kept;
+  for (int rank = 0; rank < world; ++rank) kept.push_back(gathered.narrow(0, rank * longest, counts_cpu[rank].item<int64_t>()));
+  return torch::cat(kept);
 }
 
 void GradientSync::finish() {

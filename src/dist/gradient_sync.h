@@ -6,7 +6,7 @@
 // while backward continues. finish() waits for the buckets and writes the averaged gradients back.
 //
 // Construction broadcasts rank 0's parameters and buffers, so every rank starts from the same model.
-// Tables updated row-wise (embeddings) stay out of it: their touched rows travel with allgather_rows().
+// Tables updated row-wise (embeddings) stay out of it: their touched rows travel with allgather_concat().
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -30,11 +30,10 @@ struct GradientSyncStats {
   int64_t bytes_per_step = 0;
 };
 
-// Every rank's (row index, row values) pairs, concatenated in rank order: how ranks exchange the rows of a
-// replicated table they touched (embedding gradients) without sending the table. `rows` is 1-D int64,
-// `values` is (rows.numel(), ...) on any device.
-std::pair<torch::Tensor, torch::Tensor> allgather_rows(Communicator& communicator, const torch::Tensor& rows,
-                                                       const torch::Tensor& values);
+// Every rank's `values` concatenated along dim 0 in rank order, when ranks hold different numbers of rows:
+// how ranks exchange the rows of a replicated table they touched (embedding gradients) without sending
+// the table, or gather evaluation scores.
+torch::Tensor allgather_concat(Communicator& communicator, const torch::Tensor& values);
 
 class GradientSync {
  public:

@@ -14,14 +14,22 @@
 
 namespace trainbench {
 
+namespace {
+// Fractional epochs (0.05 per block) are not exact in binary; boundaries snap to a 1e-9 grid so that
+// 20 blocks make exactly one epoch and epoch_num logs as 1.1, not 1.1000000000000001.
+double snap(double epochs) { return std::round(epochs * 1e9) / 1e9; }
+}  // namespace
+
+double Block::last_epoch_num() const { return snap(first_epoch_num + epoch_count - (positional ? 0 : 1)); }
+
 std::vector<Block> EvalSchedule::blocks() const {
   std::vector<Block> result;
   double next = 1;
   double length = first_block;
-  while (next <= max_epochs && length > 0) {
-    const double count = std::min(length, max_epochs - next + 1);
-    result.push_back({next, count});
-    next += count;
+  while (length > 0 && next < snap(max_epochs + 1)) {  // blocks end by max_epochs
+    const double count = snap(std::min(length, max_epochs - next + 1));
+    result.push_back({next, count, positional});
+    next = snap(next + count);
     length = interval;
   }
   return result;

@@ -26,11 +26,14 @@ struct HyperParameter {
 
 // "Epochs" are in the unit the benchmark's logs use for epoch_num: epochs for ResNet, a fraction of an epoch
 // for DLRM, samples for BERT. A block trains epoch_count units starting at first_epoch_num (1-based), then
-// the harness evaluates.
+// the harness evaluates. The evaluation's epoch_num is the last epoch trained (ResNet: epochs 1..4 -> 4),
+// or, for a positional schedule, the position reached: 1 + the epochs trained so far (DLRM's reference
+// logs 1.05, 1.10, ... when it evaluates 20 times per epoch).
 struct Block {
   double first_epoch_num = 1;
   double epoch_count = 1;
-  double last_epoch_num() const { return first_epoch_num + epoch_count - 1; }
+  bool positional = false;
+  double last_epoch_num() const;
 };
 
 // The rules' evaluation schedule: the first evaluation after `first_block` epochs, then every `interval`
@@ -39,6 +42,7 @@ struct EvalSchedule {
   double first_block = 1;
   double interval = 1;
   double max_epochs = 1;
+  bool positional = false;  // epoch_num = 1 + epochs trained (see Block)
   std::vector<Block> blocks() const;
 };
 

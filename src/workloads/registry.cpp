@@ -2,8 +2,10 @@
 
 #include "dist/communicator.h"
 #include "util/error.h"
+#include "workloads/dlrm/dlrm_workload.h"
 #include "workloads/resnet/resnet_workload.h"
 
+extern const char* const kDlrmPresets;
 extern const char* const kResnetPresets;
 
 namespace trainbench {
@@ -12,6 +14,8 @@ const std::vector<WorkloadEntry>& workload_registry() {
   static const std::vector<WorkloadEntry> entries = {
       {"resnet", "Image classification: ResNet-50 v1.5 on ImageNet (MLPerf Training v1.1 'resnet')", kResnetPresets,
        resnet::create_workload, resnet::make_dataset, resnet::bench},
+      {"dlrm", "Recommendation: DLRM on Criteo 1TB click logs (MLPerf Training v1.1 'dlrm')", kDlrmPresets,
+       dlrm::create_workload, dlrm::make_dataset, dlrm::bench, dlrm::prepare_dataset},
   };
   return entries;
 }

@@ -60,6 +60,9 @@ struct WorkloadEntry {
   std::function<void(const Config&, const std::string& out_dir, int64_t seed)> make_dataset;
   // Prints training and data-pipeline throughput; a benchmark, not a run: no log, no target.
   std::function<void(const WorkloadSettings&, const BenchSettings&, std::ostream&)> bench;
+  // Converts the real dataset in in_dir once into the form the workload trains from (in out_dir); empty
+  // for workloads that read their dataset as published.
+  std::function<void(const Config&, const std::string& in_dir, const std::string& out_dir)> prepare_dataset;
 };
 
 const std::vector<WorkloadEntry>& workload_registry();

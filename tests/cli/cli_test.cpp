@@ -2,6 +2,7 @@
 // that ends its log with run_stop "aborted" and exits non-zero.
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,7 +42,7 @@ TEST_F(CliTest, HelpExplainsEveryRunFlag) {
 TEST_F(CliTest, BadInputGetsAClearErrorAndExitCode2) {
   Result result = run("run imagenet");
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_NE(result.output.find("benchmark 'imagenet': unknown (expected one of: resnet)"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("benchmark 'imagenet': unknown (expected one of: resnet, dlrm)"), std::string::npos) << result.output;
 
   result = run("run resnet --preset tiny");
   EXPECT_EQ(result.exit_code, 2);
@@ -63,6 +64,27 @@ TEST_F(CliTest, BadInputGetsAClearErrorAndExitCode2) {
   result = run("run resnet --runs 0");
   EXPECT_NE(result.exit_code, 0);
   EXPECT_NE(result.output.find("--runs"), std::string::npos) << result.output;
+}
+
+TEST_F(CliTest, DataPrepareConvertsCriteoDayFilesAndExplainsBadInput) {
+  std::string line = "1";
+  for (int i = 0; i < 13; ++i) line += "\t" + std::to_string(i);
+  for (int i = 0; i < 26; ++i) line += "\t0000abcd";
+  for (const char* day : {"day_0", "day_1"}) std::ofstream(dir_ / day) << line << "\n" << line << "\n";
+  Result result = run("data prepare dlrm --in " + dir_.string() + " --out " + (dir_ / "prepared").string());
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(fs::exists(dir_ / "prepared" / "train.bin"));
+  EXPECT_TRUE(fs::exists(dir_ / "prepared" / "eval.bin"));
+
+  std::ofstream(dir_ / "day_1", std::ios::app) << "1\t2\n";
+  result = run("data prepare dlrm --in " + dir_.string() + " --out " + (dir_ / "again").string());
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find((dir_ / "day_1").string() + ":3: short line: 2 tab-separated fields"), std::string::npos)
+      << result.output;
+
+  result = run("data prepare resnet --in " + dir_.string() + " --out " + (dir_ / "x").string());
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("resnet: reads its dataset as published"), std::string::npos) << result.output;
 }
 
 TEST_F(CliTest, MissingDatasetNamesTheDirectoryAndTheLogSaysAborted) {

@@ -110,6 +110,20 @@ TEST(EvalSchedule, FirstBlockOffsetThenFixedInterval) {
   EXPECT_EQ(blocks[5].epoch_count, 1);
 }
 
+TEST(EvalSchedule, PositionalTwentiethsOfAnEpochNumberEvaluationsLikeDlrm) {
+  const auto blocks = EvalSchedule{0.05, 0.05, 2, true}.blocks();
+  ASSERT_EQ(blocks.size(), 40u);
+  EXPECT_EQ(blocks[0].first_epoch_num, 1);
+  EXPECT_EQ(blocks[0].last_epoch_num(), 1.05);
+  EXPECT_EQ(blocks[1].first_epoch_num, 1.05);
+  EXPECT_EQ(blocks[1].last_epoch_num(), 1.1);  // exactly the double 1.1, so the log shows 1.1
+  EXPECT_EQ(blocks[19].last_epoch_num(), 2);
+  EXPECT_EQ(blocks[39].last_epoch_num(), 3);
+  double total = 0;
+  for (const Block& block : blocks) total += block.epoch_count;
+  EXPECT_NEAR(total, 2, 1e-9);
+}
+
 TEST_F(RunnerTest, LifecycleIsInMlperfOrderAndStopsAtTheTarget) {
   ScriptedWorkload workload;
   workload.metrics = {0.2, 0.5, 0.76, 0.9};

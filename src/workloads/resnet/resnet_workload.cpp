@@ -14,6 +14,7 @@
 #include "dist/communicator.h"
 #include "dist/gradient_sync.h"
 #include "util/error.h"
+#include "workloads/bench_timing.h"
 #include "workloads/device.h"
 #include "workloads/resnet/lars.h"
 #include "workloads/resnet/lr_schedule.h"
@@ -239,12 +240,6 @@ class ResNetWorkload : public Workload {
   int64_t step_ = 0;
 };
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t middle = values.size() / 2;
-  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
-}
-
 }  // namespace
 
 std::unique_ptr<Workload> create_workload(const WorkloadSettings& settings) {
@@ -281,17 +276,14 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   // already in memory, so the number is the compute and communication side alone.
   const auto images = torch::randn({batch_size, 3, image_size, image_size}, device);
   const auto labels = torch::randint(config.integer("num_classes"), {batch_size}, torch::TensorOptions(torch::kInt64).device(device));
-  std::vector<double> step_seconds;
-  for (int64_t step = 0; step < bench_settings.warmup_steps + bench_settings.steps; ++step) {
-    if (step == bench_settings.warmup_steps) gradients.reset_stats();
-    const auto begin = std::chrono::steady_clock::now();
+  int64_t calls = 0;
+  const double median_seconds = median_step_seconds(bench_settings, [&] {
+    if (calls++ == bench_settings.warmup_steps) gradients.reset_stats();  // communication of the timed steps only
     // item() waits for the device, so the whole step is timed.
     train_step(model, optimizer, gradients, images, labels, config.number("label_smoothing"), 0.01).item<double>();
-    if (step >= bench_settings.warmup_steps)
-      step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
-  }
+  });
   // The slowest rank sets the pace: report rank-averaged step time and communication figures.
-  std::vector<double> figures{median(step_seconds), gradients.stats().exposed_wait_seconds,
+  std::vector<double> figures{median_seconds, gradients.stats().exposed_wait_seconds,
                               gradients.stats().last_bucket_wait_seconds};
   communicator->sum(figures);
   for (double& figure : figures) figure /= communicator->world();
@@ -307,7 +299,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
                 share_of_peak(flops_per_second, bench_settings).c_str());
   out << line;
   if (communicator->world() > 1) {
-    const double steps = static_cast<double>(bench_settings.steps);
+    const double steps = static_cast<double>(std::max<int64_t>(1, gradients.stats().steps));
     const double exposed = figures[1] / steps, last_bucket = figures[2] / steps;
     std::snprintf(line, sizeof line,
                   "all-reduce    %d bucket(s), %.2f MB/step over %s; waiting after backward %.2f ms/step (%.1f%% of the step),"

@@ -3,11 +3,11 @@
 // logits, weights and BatchNorm running statistics must agree. float64 so the tolerance can be tight.
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "support/torch_pickle.h"
 #include "workloads/resnet/lars.h"
 #include "workloads/resnet/model.h"
 
@@ -16,16 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void save_dict(const c10::Dict<std::string, torch::Tensor>& dict, const fs::path& path) {
-  const std::vector<char> bytes = torch::pickle_save(dict);
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-c10::Dict<c10::IValue, c10::IValue> load_dict(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return torch::pickle_load(bytes).toGenericDict();
-}
+using testing::load_dict;
+using testing::save_dict;
 
 TEST(ResNetParity, TwoLarsStepsMatchAnIndependentPyTorchImplementation) {
   torch::manual_seed(3);
