@@ -105,7 +105,9 @@ TEST(BertParity, TwoLambStepsMatchAnIndependentPyTorchImplementation) {
   const auto trained = model->named_parameters();
   for (const auto& item : loaded->named_parameters()) {
     EXPECT_TRUE(torch::allclose(trained[item.key()], item.value(), 1e-9, 1e-10)) << item.key();
-    EXPECT_FALSE(torch::equal(trained[item.key()], inputs.at("state." + item.key()))) << item.key() << " never moved";
+    // The key bias adds the same q.b to every score of a query, which softmax ignores: its gradient is 0.
+    const bool has_gradient = item.key().find("attention.self.key.bias") == std::string::npos;
+    EXPECT_EQ(!torch::equal(trained[item.key()], inputs.at("state." + item.key())), has_gradient) << item.key();
     ++compared;
   }
   EXPECT_EQ(compared, static_cast<int>(model->named_parameters().size()));
