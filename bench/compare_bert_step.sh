@@ -7,7 +7,7 @@
 # the rest of the difference can be told apart.
 #
 #   bench/compare_bert_step.sh [ROUNDS] [-- extra settings, e.g. --set batch_size=128]
-# Defaults: 3 rounds of the mini preset (batch 64, seq 64), 2 threads, 30 timed steps.
+# Defaults: 3 rounds of the mini preset, THREADS=2 threads, STEPS=30 timed steps after 3 warm-up steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -15,7 +15,8 @@ shift || true
 [ "${1:-}" = "--" ] && shift
 settings=("$@")
 threads=${THREADS:-2}
-common=(--preset mini --threads "$threads" --steps 30 --warmup 3 "${settings[@]}")
+steps=${STEPS:-30}
+common=(--preset mini --threads "$threads" --steps "$steps" --warmup 3 "${settings[@]}")
 
 peer() { /usr/bin/python3 bench/peers/bert_train_step.py "${common[@]}" | awk '{for (i=1;i<=NF;i++) if ($i=="training") print $(i+1)}'; }
 cpp=() py=() pytuned=()
