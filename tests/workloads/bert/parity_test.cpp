@@ -105,9 +105,10 @@ TEST(BertParity, TwoLambStepsMatchAnIndependentPyTorchImplementation) {
   const auto trained = model->named_parameters();
   for (const auto& item : loaded->named_parameters()) {
     EXPECT_TRUE(torch::allclose(trained[item.key()], item.value(), 1e-9, 1e-10)) << item.key();
-    // The key bias adds the same q.b to every score of a query, which softmax ignores: its gradient is 0.
-    const bool has_gradient = item.key().find("attention.self.key.bias") == std::string::npos;
-    EXPECT_EQ(!torch::equal(trained[item.key()], inputs.at("state." + item.key())), has_gradient) << item.key();
+    // The key bias adds the same q.b to every score of a query, which softmax ignores: its gradient is 0 up to
+    // rounding, and LAMB's normalised update may or may not turn that rounding into a step. Skip it here.
+    if (item.key().find("attention.self.key.bias") == std::string::npos)
+      EXPECT_FALSE(torch::equal(trained[item.key()], inputs.at("state." + item.key()))) << item.key() << " never moved";
     ++compared;
   }
   EXPECT_EQ(compared, static_cast<int>(model->named_parameters().size()));
@@ -130,7 +131,7 @@ TEST(BertCheckpoint, MissingWrongShapeAndExtraTensorsAreErrorsNamingThem) {
   c10::Dict<std::string, torch::Tensor> complete;
   for (const auto& item : model->named_parameters()) complete.insert(item.key(), item.value().detach().clone());
   auto missing = complete.copy();
-  missing.erase("cls.predictions.bias");
+  EXPECT_EQ(missing.erase("cls.predictions.bias"), 1u);
   expect_error(missing, "cls.predictions.bias");
   auto wrong = complete.copy();
   wrong.insert_or_assign("bert.pooler.dense.weight", torch::zeros({8, 9}));
