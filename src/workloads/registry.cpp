@@ -2,11 +2,13 @@
 
 #include "dist/communicator.h"
 #include "util/error.h"
+#include "workloads/bert/bert_workload.h"
 #include "workloads/dlrm/dlrm_workload.h"
 #include "workloads/resnet/resnet_workload.h"
 
 extern const char* const kDlrmPresets;
 extern const char* const kResnetPresets;
+extern const char* const kBertPresets;
 
 namespace trainbench {
 
@@ -16,6 +18,8 @@ const std::vector<WorkloadEntry>& workload_registry() {
        resnet::create_workload, resnet::make_dataset, resnet::bench},
       {"dlrm", "Recommendation: DLRM on Criteo 1TB click logs (MLPerf Training v1.1 'dlrm')", kDlrmPresets,
        dlrm::create_workload, dlrm::make_dataset, dlrm::bench, dlrm::prepare_dataset},
+      {"bert", "Language model: BERT-Large pre-training, masked LM and next sentence (MLPerf Training v1.1 'bert')", kBertPresets,
+       bert::create_workload, bert::make_dataset, bert::bench},
   };
   return entries;
 }

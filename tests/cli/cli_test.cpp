@@ -42,7 +42,7 @@ TEST_F(CliTest, HelpExplainsEveryRunFlag) {
 TEST_F(CliTest, BadInputGetsAClearErrorAndExitCode2) {
   Result result = run("run imagenet");
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_NE(result.output.find("benchmark 'imagenet': unknown (expected one of: resnet, dlrm)"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("benchmark 'imagenet': unknown (expected one of: resnet, dlrm, bert)"), std::string::npos) << result.output;
 
   result = run("run resnet --preset tiny");
   EXPECT_EQ(result.exit_code, 2);

@@ -1,0 +1,317 @@
+#include "workloads/bert/bert_workload.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+
+#include <torch/torch.h>
+
+#include "data/generators/bert_pretraining.h"
+#include "util/error.h"
+#include "workloads/bert/pretraining.h"
+#include "workloads/bench_timing.h"
+#include "workloads/device.h"
+
+namespace trainbench::bert {
+
+PretrainingBatch make_batch(const data::BertSamples& samples, torch::Device device) {
+  const int64_t batch = samples.size(), seq = samples.seq_length, preds = samples.max_predictions;
+  std::vector<int64_t> positions, labels;
+  positions.reserve(static_cast<size_t>(batch * preds));
+  labels.reserve(static_cast<size_t>(batch * preds));
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t k = 0; k < preds; ++k) {
+      const int32_t position = samples.masked_lm_positions[static_cast<size_t>(n * preds + k)];
+      if (position == 0) break;
+      if (position < 0 || position >= seq)
+        fail("BERT batch", "masked_lm_positions value " + std::to_string(position) + " outside the sequence length " + std::to_string(seq));
+      positions.push_back(n * seq + position);
+      labels.push_back(samples.masked_lm_ids[static_cast<size_t>(n * preds + k)]);
+    }
+  // from_blob does not copy; .to(kLong) makes the owned tensors before `samples` can go away.
+  const auto wrap = [&](const auto& values, torch::ScalarType type, std::vector<int64_t> shape) {
+    return torch::from_blob(const_cast<void*>(static_cast<const void*>(values.data())), shape, type).to(device, torch::kLong);
+  };
+  PretrainingBatch result;
+  result.input_ids = wrap(samples.input_ids, torch::kInt, {batch, seq});
+  result.segment_ids = wrap(samples.segment_ids, torch::kChar, {batch, seq});
+  result.input_mask = wrap(samples.input_mask, torch::kChar, {batch, seq});
+  result.next_sentence_labels = wrap(samples.next_sentence_labels, torch::kChar, {batch});
+  result.masked_positions = torch::tensor(positions, torch::kLong).to(device);
+  result.masked_lm_ids = torch::tensor(labels, torch::kLong).to(device);
+  return result;
+}
+
+torch::Tensor pretraining_loss(const BertOutputs& outputs, const PretrainingBatch& batch) {
+  return torch::nn::functional::cross_entropy(outputs.masked_lm_logits, batch.masked_lm_ids) +
+         torch::nn::functional::cross_entropy(outputs.next_sentence_logits, batch.next_sentence_labels);
+}
+
+torch::Tensor train_step(BertForPreTraining& model, Lamb& optimizer, dist::GradientSync& gradients,
+                         const PretrainingBatch& batch, double learning_rate) {
+  optimizer.zero_grad();
+  const BertOutputs outputs = model->forward(batch.input_ids, batch.segment_ids, batch.input_mask, batch.masked_positions);
+  torch::Tensor loss = pretraining_loss(outputs, batch);
+  loss.backward();
+  gradients.finish();
+  optimizer.step(learning_rate);
+  return loss;
+}
+
+int64_t masked_lm_correct(BertForPreTraining& model, const PretrainingBatch& batch) {
+  torch::NoGradGuard no_grad;
+  const BertOutputs outputs = model->forward(batch.input_ids, batch.segment_ids, batch.input_mask, batch.masked_positions);
+  return outputs.masked_lm_logits.argmax(1).eq(batch.masked_lm_ids).sum().item<int64_t>();
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+BertOptions model_options(const Config& config) {
+  return BertOptions()
+      .vocab_size(config.integer("vocab_size"))
+      .hidden(config.integer("hidden"))
+      .layers(config.integer("layers"))
+      .heads(config.integer("heads"))
+      .intermediate(config.integer("intermediate"))
+      .max_positions(config.integer("max_positions"))
+      .dropout(config.number("dropout"));
+}
+
+Lamb make_optimizer(BertForPreTraining& model, const Config& config) {
+  std::vector<std::pair<std::string, torch::Tensor>> parameters;
+  for (const auto& item : model->named_parameters()) parameters.emplace_back(item.key(), item.value());
+  return Lamb(parameters, LambOptions()
+                              .beta1(config.number("beta1"))
+                              .beta2(config.number("beta2"))
+                              .epsilon(config.number("epsilon"))
+                              .weight_decay(config.number("weight_decay"))
+                              .max_grad_norm(config.number("max_grad_norm")));
+}
+
+BertLrSchedule lr_schedule(const Config& config) {
+  return {config.number("base_learning_rate"), config.integer("warmup_steps"), config.integer("start_warmup_step"),
+          config.integer("train_steps"), config.number("poly_power")};
+}
+
+// The rules' evaluation interval: FLOOR(0.05 * (230.23 * GBS + 3,000,000), 25000) samples, unless the
+// preset sets its own (the mini preset's dataset is far smaller than one reference interval).
+int64_t eval_interval_samples(const Config& config) {
+  if (config.values().contains("eval_interval_samples")) return config.integer("eval_interval_samples");
+  const double samples = 0.05 * (230.23 * static_cast<double>(config.integer("batch_size")) + 3'000'000.0);
+  return static_cast<int64_t>(std::floor(samples / 25000.0)) * 25000;
+}
+
+class BertWorkload : public Workload {
+ public:
+  explicit BertWorkload(WorkloadSettings settings)
+      : settings_(std::move(settings)),
+        config_(settings_.config),
+        device_(resolve_device(settings_.device)),
+        communicator_(communicator_or_single(settings_)) {}
+
+  WorkloadDescription describe() const override {
+    WorkloadDescription description;
+    description.benchmark = "bert";
+    description.preset = config_.name().substr(config_.name().find('/') + 1);
+    description.sample_unit = "seq";
+    description.threads = settings_.threads;
+    description.device = device_.str();
+    const double interval = static_cast<double>(eval_interval_samples(config_));
+    description.schedule = {interval, interval, static_cast<double>(config_.integer("max_samples"))};
+    description.target = {"eval_accuracy", config_.number("target"), true};
+    description.hyperparameters = {
+        {"global_batch_size", config_.integer("batch_size")},
+        {"gradient_accumulation_steps", 1},
+        {"opt_name", "lamb"},
+        {"max_sequence_length", config_.integer("seq_length")},
+        {"max_predictions_per_seq", config_.integer("max_predictions")},
+        {"opt_base_learning_rate", config_.number("base_learning_rate")},
+        {"opt_epsilon", config_.number("epsilon")},
+        {"opt_learning_rate_training_steps", config_.integer("train_steps")},
+        {"opt_learning_rate_warmup_steps", config_.integer("warmup_steps")},
+        {"num_warmup_steps", config_.integer("warmup_steps")},
+        {"start_warmup_step", config_.integer("start_warmup_step")},
+        {"opt_lamb_beta_1", config_.number("beta1")},
+        {"opt_lamb_beta_2", config_.number("beta2")},
+        {"opt_lamb_weight_decay_rate", config_.number("weight_decay")},
+        {"opt_lamb_learning_rate_decay_poly_power", config_.number("poly_power")},
+        {"trainbench_model", config_.string("summary")},
+    };
+    return description;
+  }
+
+  std::vector<std::string> build() override {
+    torch::set_num_threads(settings_.threads);
+    torch::manual_seed(settings_.seed);
+    if (!fs::is_directory(settings_.data_dir))
+      fail(settings_.data_dir, "dataset directory does not exist (expected train/ and eval/ folders of MLPerf BERT HDF5 shards)");
+    model_ = BertForPreTraining(model_options(config_));
+    const std::string checkpoint = config_.string("init_checkpoint");
+    if (!checkpoint.empty()) {
+      // A relative path is inside the dataset directory, where the MLPerf package keeps its checkpoint.
+      const fs::path path = fs::path(checkpoint).is_absolute() ? fs::path(checkpoint) : fs::path(settings_.data_dir) / checkpoint;
+      load_checkpoint(model_, path.string());
+    }
+    model_->to(device_);
+    model_->train();
+    optimizer_.emplace(make_optimizer(model_, config_));
+    gradients_.emplace(*communicator_, model_->parameters(), model_->buffers());  // rank 0's initial weights
+    schedule_ = lr_schedule(config_);
+    std::vector<std::string> initialized;
+    for (const auto& parameter : model_->named_parameters()) initialized.push_back(mlperf_tensor_name(parameter.key()));
+    initialized.push_back("cls/predictions/decoder/kernel");  // the rules list the tied decoder separately
+    return initialized;
+  }
+
+  DataSummary open_data() override {
+    train_.emplace(data::list_bert_shards((fs::path(settings_.data_dir) / "train").string()));
+    eval_.emplace(data::list_bert_shards((fs::path(settings_.data_dir) / "eval").string()));
+    for (const auto* shards : {&*train_, &*eval_})
+      if (shards->seq_length() != config_.integer("seq_length") || shards->max_predictions() != config_.integer("max_predictions"))
+        fail(shards->files().front(), "has sequence length " + std::to_string(shards->seq_length()) + " and " +
+                                          std::to_string(shards->max_predictions()) + " predictions, but " + config_.name() +
+                                          " expects seq_length " + std::to_string(config_.integer("seq_length")) +
+                                          " and max_predictions " + std::to_string(config_.integer("max_predictions")));
+    order_.emplace(*train_, static_cast<uint64_t>(settings_.seed));
+    eval_count_ = std::min(eval_->size(), config_.integer("eval_samples"));
+    DataSummary summary;
+    summary.train_samples = train_->size();
+    summary.eval_samples = eval_count_;
+    return summary;
+  }
+
+  BlockReport train(const Block& block, RunControl& control) override {
+    model_->train();
+    const int64_t batch_size = config_.integer("batch_size");  // global
+    const int64_t local_batch = local_batch_size(config_, "batch_size", communicator_->world());
+    BlockReport report;
+    double loss_sum = 0;
+    int64_t batches = 0;
+    // Blocks are in samples; a block ends at the first whole batch that reaches its last sample.
+    while (static_cast<double>(step_ * batch_size) < block.last_epoch_num()) {
+      const PretrainingBatch batch = make_batch(
+          train_->gather(order_->batch(step_, batch_size, communicator_->rank(), communicator_->world())), device_);
+      const double loss_value = train_step(model_, *optimizer_, *gradients_, batch, schedule_.at(step_)).item<double>();
+      ++step_;
+      if (!std::isfinite(loss_value))
+        fail(config_.name(), "training diverged (loss " + std::to_string(loss_value) + " at step " + std::to_string(step_) + ")");
+      loss_sum += loss_value;
+      ++batches;
+      report.samples += local_batch;
+      control.step(local_batch, loss_value);
+    }
+    report.mean_loss = batches ? loss_sum / batches : 0;
+    return report;
+  }
+
+  double evaluate(const Block& block, RunControl& control) override {
+    model_->eval();
+    const int64_t batch_size = config_.integer("eval_batch_size");
+    int64_t correct = 0, total = 0;
+    const auto [begin, end] = data::eval_range(eval_count_, communicator_->rank(), communicator_->world());
+    for (int64_t first = begin; first < end; first += batch_size) {
+      std::vector<int64_t> indices;
+      for (int64_t i = first; i < std::min(end, first + batch_size); ++i) indices.push_back(i);
+      const PretrainingBatch batch = make_batch(eval_->gather(indices), device_);
+      correct += masked_lm_correct(model_, batch);
+      total += batch.masked_lm_ids.size(0);
+      control.check_interrupt();
+    }
+    model_->train();
+    std::vector<double> counts{static_cast<double>(correct), static_cast<double>(total)};
+    communicator_->sum(counts);  // each rank evaluated its own range
+    if (counts[1] == 0) fail(eval_->files().front(), "the evaluation samples have no masked positions");
+    return counts[0] / counts[1];
+  }
+
+ private:
+  WorkloadSettings settings_;
+  const Config& config_;
+  torch::Device device_;
+  std::shared_ptr<dist::Communicator> communicator_;
+  BertForPreTraining model_{nullptr};
+  std::optional<Lamb> optimizer_;
+  std::optional<dist::GradientSync> gradients_;
+  BertLrSchedule schedule_;
+  std::optional<data::BertShardSet> train_, eval_;
+  std::optional<data::BertTrainOrder> order_;
+  int64_t eval_count_ = 0;
+  int64_t step_ = 0;
+};
+
+
+}  // namespace
+
+std::unique_ptr<Workload> create_workload(const WorkloadSettings& settings) {
+  return std::make_unique<BertWorkload>(settings);
+}
+
+void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
+  if (!config.values().contains("dataset"))
+    fail("--preset " + config.name(), "has no generated dataset; pass --data with train/ and eval/ folders of MLPerf BERT HDF5 shards");
+  const Config dataset(config.name() + ": dataset", config.values().at("dataset"));
+  data::BertDatasetOptions options;
+  options.pretraining.seq_length = config.integer("seq_length");
+  options.pretraining.max_predictions = config.integer("max_predictions");
+  options.pretraining.masked_lm_prob = dataset.number("masked_lm_prob");
+  options.pretraining.short_seq_prob = dataset.number("short_seq_prob");
+  options.pretraining.dupe_factor = dataset.integer("dupe_factor");
+  options.pretraining.seed = static_cast<uint64_t>(seed);
+  options.corpus = dataset.string("corpus");
+  options.eval_every_nth_document = dataset.integer("eval_every_nth_document");
+  options.eval_samples = dataset.integer("eval_samples");
+  options.train_shards = dataset.integer("train_shards");
+  data::make_bert_dataset(out_dir, options);
+}
+
+void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
+  const Config& config = settings.config;
+  torch::set_num_threads(settings.threads);
+  torch::manual_seed(settings.seed);
+  const torch::Device device = resolve_device(settings.device);
+  const int64_t batch_size = config.integer("batch_size"), seq = config.integer("seq_length"),
+                preds = config.integer("max_predictions");
+  BertForPreTraining model(model_options(config));
+  model->to(device);
+  model->train();
+  Lamb optimizer = make_optimizer(model, config);
+  // Training throughput on one synthetic batch already in memory (full-length sequences, every prediction
+  // slot used), so the number is the compute side alone.
+  data::BertSamples samples;
+  samples.seq_length = seq;
+  samples.max_predictions = preds;
+  samples.input_ids.resize(static_cast<size_t>(batch_size * seq));
+  for (size_t i = 0; i < samples.input_ids.size(); ++i) samples.input_ids[i] = static_cast<int32_t>(1000 + (i * 7919) % 20000);
+  samples.input_mask.assign(static_cast<size_t>(batch_size * seq), 1);
+  samples.segment_ids.resize(static_cast<size_t>(batch_size * seq));
+  for (size_t i = 0; i < samples.segment_ids.size(); ++i) samples.segment_ids[i] = static_cast<int8_t>(i % seq >= static_cast<size_t>(seq / 2));
+  for (int64_t n = 0; n < batch_size; ++n)
+    for (int64_t k = 0; k < preds; ++k) {
+      samples.masked_lm_positions.push_back(static_cast<int32_t>(1 + k * (seq - 2) / preds));
+      samples.masked_lm_ids.push_back(static_cast<int32_t>(2000 + n + k));
+    }
+  samples.next_sentence_labels.resize(static_cast<size_t>(batch_size));
+  for (int64_t n = 0; n < batch_size; ++n) samples.next_sentence_labels[static_cast<size_t>(n)] = static_cast<int8_t>(n % 2);
+  const PretrainingBatch batch = make_batch(samples, device);
+  // One process's step: the bench measures compute, whatever launched it.
+  const auto single_process = dist::Communicator::connect(dist::RankEnvironment{});
+  dist::GradientSync gradients(*single_process, model->parameters(), model->buffers());
+  const double step_time = median_step_seconds(bench_settings, [&] {
+    train_step(model, optimizer, gradients, batch, 1e-4).item<double>();  // item() waits for the device
+  });
+  const double train_flops = 3.0 * 2.0 * model->forward_macs(batch_size, seq, batch_size * preds);
+  char line[384];
+  std::snprintf(line, sizeof line,
+                "training      %10.1f seq/s  (batch %lld, seq %lld, %lld predictions, %s, %d threads, median of %lld steps: %.4f s/step, %.1f GFLOP/s%s)\n",
+                batch_size / step_time, static_cast<long long>(batch_size), static_cast<long long>(seq),
+                static_cast<long long>(preds), device.str().c_str(), settings.threads,
+                static_cast<long long>(bench_settings.steps), step_time, train_flops / step_time / 1e9,
+                share_of_peak(train_flops / step_time, bench_settings).c_str());
+  out << line;
+}
+
+}  // namespace trainbench::bert

@@ -1,0 +1,203 @@
+#include "workloads/bert/model.h"
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+
+#include "util/error.h"
+
+namespace trainbench::bert {
+
+namespace {
+
+using torch::nn::Module;
+
+// A named level of the module tree that holds no code of its own (e.g. "attention", "output"): it makes the
+// parameter names match the reference's nesting without one C++ class per level.
+std::shared_ptr<Module> level(Module& parent, const std::string& name) {
+  return parent.register_module(name, std::make_shared<Module>());
+}
+
+torch::nn::Linear linear(Module& parent, const std::string& name, int64_t in, int64_t out) {
+  return parent.register_module(name, torch::nn::Linear(in, out));
+}
+
+torch::nn::LayerNorm layer_norm(Module& parent, const BertOptions& options) {
+  return parent.register_module("LayerNorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.hidden()})
+                                                                        .eps(options.layer_norm_eps())));
+}
+
+// Truncated normal(0, std) on [-2 std, 2 std], the TF reference's initializer, by inverting the normal CDF
+// of a uniform draw over the kept range (exact, no resampling loop).
+void truncated_normal_(torch::Tensor& tensor, double std) {
+  const double low = 0.5 * std::erfc(2.0 / std::sqrt(2.0));  // Phi(-2)
+  tensor.uniform_(2 * low - 1, 1 - 2 * low).erfinv_().mul_(std * std::sqrt(2.0));
+}
+
+}  // namespace
+
+BertLayerImpl::BertLayerImpl(const BertOptions& options) : heads_(options.heads()), dropout_(options.dropout()) {
+  if (options.hidden() % options.heads() != 0)
+    fail("bert model", "hidden " + std::to_string(options.hidden()) + " is not divisible by heads " + std::to_string(options.heads()));
+  const int64_t hidden = options.hidden();
+  auto attention = level(*this, "attention");
+  auto self = level(*attention, "self");
+  query = linear(*self, "query", hidden, hidden);
+  key = linear(*self, "key", hidden, hidden);
+  value = linear(*self, "value", hidden, hidden);
+  auto attention_output = level(*attention, "output");
+  attention_dense = linear(*attention_output, "dense", hidden, hidden);
+  attention_norm = layer_norm(*attention_output, options);
+  intermediate = linear(*level(*this, "intermediate"), "dense", hidden, options.intermediate());
+  auto output = level(*this, "output");
+  output_dense = linear(*output, "dense", options.intermediate(), hidden);
+  output_norm = layer_norm(*output, options);
+}
+
+torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden, const torch::Tensor& attention_bias) {
+  const int64_t batch = hidden.size(0), seq = hidden.size(1), width = hidden.size(2), head_width = width / heads_;
+  // One matrix product for query, key and value: fewer, larger GEMMs are faster than three small ones.
+  const torch::Tensor qkv = torch::nn::functional::linear(
+      hidden, torch::cat({query->weight, key->weight, value->weight}), torch::cat({query->bias, key->bias, value->bias}));
+  // [B, S, 3, heads, d] -> three [B*heads, S, d]
+  const auto split = qkv.view({batch, seq, 3, heads_, head_width}).permute({2, 0, 3, 1, 4});
+  const torch::Tensor q = split[0].reshape({batch * heads_, seq, head_width});
+  const torch::Tensor k = split[1].reshape({batch * heads_, seq, head_width});
+  const torch::Tensor v = split[2].reshape({batch * heads_, seq, head_width});
+  const torch::Tensor bias = attention_bias.expand({batch, heads_, 1, seq}).reshape({batch * heads_, 1, seq});
+  torch::Tensor probabilities =
+      torch::baddbmm(bias, q, k.transpose(1, 2), 1.0, 1.0 / std::sqrt(static_cast<double>(head_width))).softmax(-1);
+  probabilities = torch::dropout(probabilities, dropout_, is_training());
+  const torch::Tensor context =
+      torch::bmm(probabilities, v).view({batch, heads_, seq, head_width}).transpose(1, 2).reshape({batch, seq, width});
+  const torch::Tensor attended =
+      attention_norm(torch::dropout(attention_dense(context), dropout_, is_training()) + hidden);
+  const torch::Tensor expanded = torch::gelu(intermediate(attended));
+  return output_norm(torch::dropout(output_dense(expanded), dropout_, is_training()) + attended);
+}
+
+BertForPreTrainingImpl::BertForPreTrainingImpl(const BertOptions& options) : options_(options) {
+  auto bert = level(*this, "bert");
+  auto embeddings = level(*bert, "embeddings");
+  word_embeddings = embeddings->register_module("word_embeddings", torch::nn::Embedding(options.vocab_size(), options.hidden()));
+  position_embeddings =
+      embeddings->register_module("position_embeddings", torch::nn::Embedding(options.max_positions(), options.hidden()));
+  token_type_embeddings =
+      embeddings->register_module("token_type_embeddings", torch::nn::Embedding(options.type_vocab_size(), options.hidden()));
+  embeddings_norm = layer_norm(*embeddings, options);
+  auto encoder_layers = level(*level(*bert, "encoder"), "layer");
+  for (int64_t i = 0; i < options.layers(); ++i)
+    layers_.push_back(encoder_layers->register_module(std::to_string(i), BertLayer(options)));
+  pooler = linear(*level(*bert, "pooler"), "dense", options.hidden(), options.hidden());
+  auto cls = level(*this, "cls");
+  auto predictions = level(*cls, "predictions");
+  auto transform_level = level(*predictions, "transform");
+  transform = linear(*transform_level, "dense", options.hidden(), options.hidden());
+  transform_norm = layer_norm(*transform_level, options);
+  output_bias = predictions->register_parameter("bias", torch::zeros({options.vocab_size()}));
+  seq_relationship = linear(*cls, "seq_relationship", options.hidden(), 2);
+  reset_parameters();
+}
+
+void BertForPreTrainingImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  for (auto& item : named_parameters()) {
+    torch::Tensor& parameter = item.value();
+    const std::string& name = item.key();
+    if (name.find("LayerNorm.weight") != std::string::npos)
+      parameter.fill_(1);
+    else if (parameter.dim() == 1)
+      parameter.zero_();
+    else
+      truncated_normal_(parameter, options_.initializer_range());
+  }
+}
+
+BertOutputs BertForPreTrainingImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& segment_ids,
+                                            const torch::Tensor& input_mask, const torch::Tensor& masked_positions) {
+  const int64_t batch = input_ids.size(0), seq = input_ids.size(1);
+  const torch::Tensor positions = torch::arange(seq, input_ids.options());
+  torch::Tensor hidden = word_embeddings(input_ids) + position_embeddings(positions) + token_type_embeddings(segment_ids);
+  hidden = torch::dropout(embeddings_norm(hidden), options_.dropout(), is_training());
+  // Padding gets -10000 before the softmax, as in the reference (exp underflows to 0 in float32).
+  const torch::Tensor attention_bias =
+      ((1.0 - input_mask.to(hidden.scalar_type())) * -10000.0).view({batch, 1, 1, seq});
+  for (auto& layer : layers_) hidden = layer(hidden, attention_bias);
+
+  BertOutputs outputs;
+  const torch::Tensor first_token = hidden.select(1, 0);
+  outputs.next_sentence_logits = seq_relationship(torch::tanh(pooler(first_token)));
+  const torch::Tensor masked = hidden.reshape({batch * seq, options_.hidden()}).index_select(0, masked_positions);
+  const torch::Tensor transformed = transform_norm(torch::gelu(transform(masked)));
+  outputs.masked_lm_logits = torch::nn::functional::linear(transformed, word_embeddings->weight, output_bias);
+  return outputs;
+}
+
+double BertForPreTrainingImpl::forward_macs(int64_t sequences, int64_t seq_length, int64_t predictions) const {
+  const double h = static_cast<double>(options_.hidden()), tokens = static_cast<double>(sequences * seq_length);
+  const double per_layer = tokens * (4 * h * h + 2 * h * static_cast<double>(options_.intermediate())) +
+                           2 * tokens * static_cast<double>(seq_length) * h;  // scores and context
+  return static_cast<double>(options_.layers()) * per_layer + static_cast<double>(sequences) * (h * h + 2 * h) +
+         static_cast<double>(predictions) * (h * h + h * static_cast<double>(options_.vocab_size()));
+}
+
+std::string mlperf_tensor_name(const std::string& parameter_name) {
+  std::string name = parameter_name;
+  const auto replace = [&name](const std::string& from, const std::string& to) {
+    for (size_t at = name.find(from); at != std::string::npos; at = name.find(from, at + to.size())) name.replace(at, from.size(), to);
+  };
+  const auto ends_with = [&name](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (name == "cls.predictions.bias") return "cls/predictions/output_bias";
+  if (name == "cls.seq_relationship.weight") return "cls/seq_relationship/output_weights";
+  if (name == "cls.seq_relationship.bias") return "cls/seq_relationship/output_bias";
+  replace("encoder.layer.", "encoder/layer_");
+  replace(".", "/");
+  if (ends_with("LayerNorm/weight")) return name.substr(0, name.size() - 6) + "gamma";
+  if (ends_with("LayerNorm/bias")) return name.substr(0, name.size() - 4) + "beta";
+  if (ends_with("_embeddings/weight")) return name.substr(0, name.size() - 7);
+  if (ends_with("/weight")) return name.substr(0, name.size() - 6) + "kernel";
+  return name;
+}
+
+bool excluded_from_weight_decay(const std::string& parameter_name) {
+  return parameter_name.find("LayerNorm") != std::string::npos ||
+         (parameter_name.size() >= 4 && parameter_name.compare(parameter_name.size() - 4, 4, "bias") == 0);
+}
+
+void load_checkpoint(BertForPreTraining& model, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open the BERT checkpoint");
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::IValue loaded;
+  try {
+    loaded = torch::pickle_load(bytes);
+  } catch (const c10::Error& error) {
+    fail(path, std::string("is not a torch.save'd dict of tensors: ") + error.what_without_backtrace());
+  }
+  if (!loaded.isGenericDict()) fail(path, "expected a dict {parameter name: tensor} (see docs/bert-checkpoint.md)");
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& entry : loaded.toGenericDict()) {
+    if (!entry.key().isString() || !entry.value().isTensor())
+      fail(path, "expected a dict of string names to tensors (see docs/bert-checkpoint.md)");
+    tensors[entry.key().toStringRef()] = entry.value().toTensor();
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& item : model->named_parameters()) {
+    const auto found = tensors.find(item.key());
+    if (found == tensors.end()) fail(path, "has no tensor '" + item.key() + "'");
+    if (found->second.sizes() != item.value().sizes())
+      fail(path + ": " + item.key(), "shape " + c10::str(found->second.sizes()) + " does not match the model's " +
+                                         c10::str(item.value().sizes()));
+    item.value().copy_(found->second);
+    tensors.erase(found);
+  }
+  if (!tensors.empty()) {
+    std::string extra;
+    for (const auto& entry : tensors) extra += (extra.empty() ? "" : ", ") + entry.first;
+    fail(path, "has tensors the model does not: " + extra.substr(0, 400));
+  }
+}
+
+}  // namespace trainbench::bert

@@ -1,0 +1,124 @@
+#include "workloads/bert/model.h"
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "workloads/bert/lamb.h"
+
+namespace trainbench::bert {
+namespace {
+
+// BERT-Large's depth with tiny widths: the names depend only on the structure.
+BertForPreTraining large_shaped() {
+  return BertForPreTraining(BertOptions().vocab_size(120).hidden(8).heads(2).intermediate(8).max_positions(16));
+}
+
+TEST(BertModel, ParameterNamesMapToTheRulesWeightsInitializationList) {
+  // The v1.1 rules' closed_bert tensor list (rules/training_1.1.0/rules.json), expanded.
+  std::set<std::string> expected = {"bert/embeddings/word_embeddings", "bert/embeddings/position_embeddings",
+                                    "bert/embeddings/token_type_embeddings", "bert/embeddings/LayerNorm/gamma",
+                                    "bert/embeddings/LayerNorm/beta", "bert/pooler/dense/kernel", "bert/pooler/dense/bias",
+                                    "cls/predictions/output_bias", "cls/predictions/transform/dense/kernel",
+                                    "cls/predictions/transform/dense/bias", "cls/predictions/transform/LayerNorm/gamma",
+                                    "cls/predictions/transform/LayerNorm/beta", "cls/seq_relationship/output_weights",
+                                    "cls/seq_relationship/output_bias"};
+  for (int layer = 0; layer < 24; ++layer) {
+    const std::string prefix = "bert/encoder/layer_" + std::to_string(layer) + "/";
+    for (const std::string& dense : {"attention/self/query", "attention/self/key", "attention/self/value",
+                                     "attention/output/dense", "intermediate/dense", "output/dense"}) {
+      expected.insert(prefix + dense + "/kernel");
+      expected.insert(prefix + dense + "/bias");
+    }
+    for (const std::string& norm : {"attention/output/LayerNorm", "output/LayerNorm"}) {
+      expected.insert(prefix + norm + "/gamma");
+      expected.insert(prefix + norm + "/beta");
+    }
+  }
+  std::set<std::string> named;
+  for (const auto& item : large_shaped()->named_parameters()) named.insert(mlperf_tensor_name(item.key()));
+  named.insert("cls/predictions/decoder/kernel");  // tied to word_embeddings; the workload logs it separately
+  expected.insert("cls/predictions/decoder/kernel");
+  EXPECT_EQ(named, expected);
+}
+
+TEST(BertModel, DecoderIsTiedAndOnlyMaskedPositionsAreScored) {
+  BertForPreTraining model(BertOptions().vocab_size(120).hidden(8).layers(1).heads(2).intermediate(8).max_positions(16).dropout(0));
+  // The decoder has no weight of its own: one [vocab, hidden] matrix in all.
+  int vocab_matrices = 0;
+  for (const auto& item : model->named_parameters()) vocab_matrices += item.value().dim() == 2 && item.value().size(0) == 120;
+  EXPECT_EQ(vocab_matrices, 1);
+  const auto ids = torch::randint(120, {3, 10}, torch::kLong);
+  const auto outputs = model->forward(ids, torch::zeros({3, 10}, torch::kLong), torch::ones({3, 10}, torch::kLong),
+                                      torch::tensor({1, 12, 25, 29}, torch::kLong));
+  EXPECT_EQ(outputs.masked_lm_logits.sizes(), (std::vector<int64_t>{4, 120}));
+  EXPECT_EQ(outputs.next_sentence_logits.sizes(), (std::vector<int64_t>{3, 2}));
+  // Padding is invisible: changing a padded token does not change the other positions' outputs.
+  auto mask = torch::ones({1, 10}, torch::kLong);
+  mask[0][9] = 0;
+  auto changed = ids.slice(0, 0, 1).clone();
+  changed[0][9] = (changed[0][9].item<int64_t>() + 1) % 120;
+  const auto positions = torch::tensor({2, 5}, torch::kLong);
+  const auto a = model->forward(ids.slice(0, 0, 1), torch::zeros({1, 10}, torch::kLong), mask, positions).masked_lm_logits;
+  const auto b = model->forward(changed, torch::zeros({1, 10}, torch::kLong), mask, positions).masked_lm_logits;
+  EXPECT_TRUE(torch::allclose(a, b, 1e-5, 1e-6));
+}
+
+TEST(BertModel, InitialisationIsTruncatedNormalWithUnitLayerNorm) {
+  BertForPreTraining model(BertOptions().vocab_size(3000).hidden(64).layers(1).heads(2).intermediate(64).max_positions(16));
+  for (const auto& item : model->named_parameters()) {
+    const auto& value = item.value();
+    if (item.key().find("LayerNorm.weight") != std::string::npos) {
+      EXPECT_TRUE(torch::all(value == 1).item<bool>()) << item.key();
+    } else if (value.dim() == 1) {
+      EXPECT_TRUE(torch::all(value == 0).item<bool>()) << item.key();
+    } else {
+      EXPECT_LE(value.abs().max().item<double>(), 0.04 + 1e-6) << item.key();
+      if (value.numel() > 10000) EXPECT_NEAR(value.std().item<double>(), 0.02 * 0.8796, 0.001) << item.key();
+    }
+  }
+  EXPECT_TRUE(excluded_from_weight_decay("bert.encoder.layer.0.output.LayerNorm.weight"));
+  EXPECT_TRUE(excluded_from_weight_decay("cls.predictions.bias"));
+  EXPECT_FALSE(excluded_from_weight_decay("bert.embeddings.word_embeddings.weight"));
+}
+
+TEST(BertLamb, FusedCpuStepEqualsTheTensorOpStep) {
+  torch::manual_seed(9);
+  std::vector<std::pair<std::string, torch::Tensor>> a, b;
+  for (const auto& [name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+           {"w.weight", {300, 200}}, {"w.bias", {300}}, {"n.LayerNorm.weight", {200}}, {"zero.weight", {4, 4}}}) {
+    auto value = name == "zero.weight" ? torch::zeros(shape) : torch::randn(shape);
+    a.emplace_back(name, value.clone().requires_grad_());
+    b.emplace_back(name, value.clone().requires_grad_());
+  }
+  const auto options = LambOptions().weight_decay(0.01).max_grad_norm(1.0);
+  Lamb fused(a, options), plain(b, LambOptions(options).fused(false));
+  for (int step = 0; step < 3; ++step) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      const auto grad = torch::randn(a[i].second.sizes()) * (step + 1);
+      a[i].second.mutable_grad() = grad.clone();
+      b[i].second.mutable_grad() = grad.clone();
+    }
+    fused.step(0.01);
+    plain.step(0.01);
+    EXPECT_NEAR(fused.last_gradient_norm(), plain.last_gradient_norm(), 1e-3);
+    EXPECT_GT(fused.last_gradient_norm(), 1.0);
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(torch::allclose(a[i].second, b[i].second, 1e-5, 1e-6)) << a[i].first << " at step " << step;
+  }
+}
+
+TEST(BertLamb, ScheduleWarmsUpLinearlyThenDecaysPolynomiallyToZero) {
+  const BertLrSchedule schedule{0.004, 100, 0, 1000, 1.0};
+  EXPECT_DOUBLE_EQ(schedule.at(0), 0);
+  EXPECT_DOUBLE_EQ(schedule.at(50), 0.002);
+  EXPECT_DOUBLE_EQ(schedule.at(100), 0.004 * 0.9);  // decay counts from step 0, as in the reference
+  EXPECT_DOUBLE_EQ(schedule.at(500), 0.002);
+  EXPECT_DOUBLE_EQ(schedule.at(1000), 0);
+  EXPECT_DOUBLE_EQ(schedule.at(2000), 0);
+  const BertLrSchedule no_warmup{0.00035, 0, 0, 7100, 1.0};
+  EXPECT_DOUBLE_EQ(no_warmup.at(0), 0.00035);
+}
+
+}  // namespace
+}  // namespace trainbench::bert
