@@ -139,7 +139,7 @@ TEST_F(RunnerTest, LifecycleIsInMlperfOrderAndStopsAtTheTarget) {
   const std::vector<std::string> expected_prefix = {
       "submission_benchmark", "submission_org", "submission_division", "submission_status", "submission_platform",
       "cache_clear", "init_start", "trainbench_version", "trainbench_preset", "trainbench_target", "trainbench_threads",
-      "trainbench_device", "seed", "global_batch_size", "opt_name", "weights_initialization",
+      "trainbench_device", "trainbench_ranks", "seed", "global_batch_size", "opt_name", "weights_initialization",
       "weights_initialization", "init_stop", "run_start", "train_samples", "eval_samples",
       "lars_opt_learning_rate_decay_steps", "block_start", "throughput", "trainbench_train_loss", "eval_start", "eval_stop", "eval_accuracy",
       "block_stop"};
