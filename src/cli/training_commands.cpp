@@ -175,7 +175,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
         }
         continue;
       }
-      std::printf("run %d (seed %lld): %s in %.3f minutes, epoch %g, eval %.4f, %.1f img/s -> %s\n", run,
+      std::printf("run %d (seed %lld): %s in %.3f minutes, epoch %g, eval %.4f, %.1f samples/s -> %s\n", run,
                   static_cast<long long>(options.seed), outcome.converged ? "reached the target" : "did NOT reach the target",
                   outcome.minutes, outcome.convergence_epoch, outcome.last_metric, outcome.samples_per_second,
                   options.result_path.c_str());

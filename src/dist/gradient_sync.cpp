@@ -56,7 +56,8 @@ GradientSync::GradientSync(Communicator& communicator, std::vector<torch::Tensor
     auto found = open_bucket.find(key);
     if (found == open_bucket.end() ||
         (buckets_[found->second].flat.numel() + slot.parameter.numel()) * slot.parameter.element_size() > bucket_bytes) {
-      buckets_.push_back({torch::empty({0}, slot.parameter.options())});
+      buckets_.emplace_back();
+      buckets_.back().flat = torch::empty({0}, slot.parameter.options());
       found = open_bucket.insert_or_assign(key, static_cast<int>(buckets_.size()) - 1).first;
     }
     Bucket& bucket = buckets_[found->second];
