@@ -202,16 +202,16 @@ CommProbeResult run_comm_probe(Communicator& communicator, const CommProbeOption
                   supported(op, true) ? placement_algorithm(communicator, op, true, device).c_str() : "not supported");
     out << line;
     out << "#        size         count    type  root |  out-of-place                          |  in-place\n"
-           "#         (B)    (elements)               |   time(us) algbw(GB/s) busbw(GB/s) #wrong|   time(us) algbw(GB/s) busbw(GB/s) #wrong\n";
+           "#         (B)    (elements)               |   time(us) algbw(GB/s) busbw(GB/s) #wrong |   time(us) algbw(GB/s) busbw(GB/s) #wrong\n";
     const int root = op == Collective::kBroadcast ? 0 : -1;
     for (const int64_t bytes : sweep_sizes(options.min_bytes, options.max_bytes, options.factor, element_bytes, world)) {
       const int64_t count = bytes / element_bytes;
-      std::snprintf(line, sizeof line, "%13lld %13lld %7s %5d ", static_cast<long long>(bytes), static_cast<long long>(count),
+      std::snprintf(line, sizeof line, "%13lld %13lld %7s %5d", static_cast<long long>(bytes), static_cast<long long>(count),
                     options.dtype.c_str(), root);
       std::string text = line;
       for (const bool in_place : {false, true}) {
         if (!supported(op, in_place)) {
-          text += "|        n/a         n/a         n/a    n/a";
+          text += " |        n/a         n/a         n/a    n/a";
           continue;
         }
         Case c = make_case(communicator, op, in_place, count, tensor_options);
@@ -237,7 +237,7 @@ CommProbeResult run_comm_probe(Communicator& communicator, const CommProbeOption
         } else {
           row.wrong = -1;
         }
-        std::snprintf(line, sizeof line, "| %10.1f %11.3f %11.3f %6lld", row.seconds * 1e6, row.algbw_gbps, row.busbw_gbps,
+        std::snprintf(line, sizeof line, " | %10.1f %11.3f %11.3f %6lld", row.seconds * 1e6, row.algbw_gbps, row.busbw_gbps,
                       static_cast<long long>(row.wrong));
         text += line;
         busbw_sum += row.busbw_gbps;
