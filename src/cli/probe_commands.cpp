@@ -6,7 +6,6 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "dist/communicator.h"
 #include "probes/comm_probe.h"
 #include "probes/compute_probe.h"
 #include "probes/environment.h"
@@ -129,12 +128,8 @@ void add_comm_probe(CLI::App& probe, CommandContext& context) {
     options->min_bytes = static_cast<int64_t>(probes::parse_byte_size(*min_text, "--minbytes"));
     options->max_bytes = static_cast<int64_t>(probes::parse_byte_size(*max_text, "--maxbytes"));
     options->check = *check != 0;
-    dist::CommunicatorOptions communicator_options;
-    communicator_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_seconds * 1000));
-    const auto communicator = dist::connect_from_environment(communicator_options);
-    const bool lead = communicator->rank() == 0;  // every rank measures; rank 0 prints and writes
-    std::ostringstream other_ranks_output;
-    probes::CommProbeResult result = probes::run_comm_probe(*communicator, *options, lead ? std::cout : other_ranks_output);
+    probes::CommProbeResult result = probes::run_comm_probe_across_ranks(*options, *timeout_seconds, std::cout);
+    const bool lead = result.lead;  // every rank measures; rank 0 prints and writes
     if (lead) {
       nlohmann::ordered_json report{{"probe", "comm"}};
       auto environment = probes::host_environment();

@@ -1,4 +1,5 @@
-// run, bench and data: the commands that train, measure and generate.
+// run, bench, data and benchmarks: the commands that train, measure, generate and list. No LibTorch here:
+// ranks come as a RankSession, benchmarks through the registry.
 #include <filesystem>
 #include <iostream>
 #include <random>
@@ -7,12 +8,13 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "dist/communicator.h"
+#include "dist/rank_environment.h"
 #include "harness/runner.h"
 #include "probes/compute_probe.h"
 #include "review/scoring.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "workloads/ranks.h"
 #include "workloads/registry.h"
 
 namespace trainbench::cli {
@@ -44,14 +46,6 @@ int default_threads() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks);
 }
 
-// Joins the other ranks when a launcher (trainbench launch, torchrun, srun, mpirun) started this process
-// as one of several; a process started alone gets a world of one.
-std::shared_ptr<dist::Communicator> join_ranks(double timeout_seconds) {
-  dist::CommunicatorOptions options;
-  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
-  return dist::connect_from_environment(options);
-}
-
 // Flags shared by run and bench: which benchmark, which preset, which data, which machine settings.
 struct WorkloadFlags {
   std::string benchmark;
@@ -65,10 +59,17 @@ struct WorkloadFlags {
   double comm_timeout = 300;
 
   void add_to(CLI::App* command) {
-    command->add_option("benchmark", benchmark, "Benchmark to run (resnet, dlrm)")->required();
-    command->add_option("--preset", preset, "Preset: mini (generated data, minutes here) or reference (the real benchmark)")
+    command->add_option("benchmark", benchmark, "Benchmark (" + benchmark_names() + ")")->required();
+    command->add_option("--preset", preset,
+                        "Preset: tiny (the test suite's seconds-long gate), mini (generated data, minutes here) or "
+                        "reference (the real benchmark)")
         ->capture_default_str();
-    command->add_option("--data", data_dir, "Dataset directory (ImageNet layout for resnet, prepared train.bin/eval.bin for dlrm); default: the preset's generated dataset under --data-root");
+    std::string data_help = "Dataset directory; default: the preset's generated dataset under --data-root. It holds";
+    for (const auto& entry : workload_registry())
+      if (entry.uses_dataset()) data_help += "\n  " + entry.name + ": " + entry.dataset;
+    data_help += "\n  (" + benchmark_names([](const WorkloadEntry& entry) { return !entry.uses_dataset(); }) +
+                 ": no dataset)";
+    command->add_option("--data", data_dir, data_help);
     command->add_option("--data-root", data_root, "Where generated datasets are kept")->capture_default_str();
     command->add_option("--set", overrides, "Override a preset setting, key=value (repeatable)");
     command->add_option("--threads", threads, "Compute threads (torch::set_num_threads)")->capture_default_str()
@@ -88,7 +89,9 @@ struct WorkloadFlags {
     settings.threads = threads;
     settings.device = device;
     settings.skip_corrupt = skip_corrupt;
-    if (!data_dir.empty()) {
+    if (!entry.uses_dataset()) {
+      if (!data_dir.empty()) fail("--data", entry.name + " has no dataset (it learns from its own self-play)");
+    } else if (!data_dir.empty()) {
       settings.data_dir = data_dir;
     } else if (settings.config.values().contains("dataset")) {
       settings.data_dir = ensure_generated_dataset(entry, settings.config);
@@ -113,6 +116,26 @@ struct WorkloadFlags {
     return dir.string();
   }
 };
+
+// "run 0 (seed 7): reached the target (eval_accuracy >= 0.96) in 1.234 minutes at epoch 4, eval 0.9612,
+// 5012.3 img/s -> results/box/resnet/result_0.txt"
+void print_run_summary(int run, const RunOptions& options, const RunOutcome& outcome) {
+  std::string result = outcome.converged ? "reached the target" : "did NOT reach the target";
+  result += " (" + outcome.target.text() + ")";
+  std::string progress;
+  if (!outcome.last_metric.parts().empty())
+    progress = " at " + describe_position(outcome.unit, outcome.convergence_epoch) + ", eval " + outcome.last_metric.text();
+  else
+    progress = ", before its first evaluation";
+  std::string rate;
+  if (outcome.samples_per_second > 0) {
+    char text[64];
+    std::snprintf(text, sizeof text, ", %.1f samples/s", outcome.samples_per_second);
+    rate = text;
+  }
+  std::printf("run %d (seed %lld): %s in %.3f minutes%s%s -> %s\n", run, static_cast<long long>(options.seed),
+              result.c_str(), outcome.minutes, progress.c_str(), rate.c_str(), options.result_path.c_str());
+}
 
 // The first result_N.txt index not yet taken: repeated invocations add runs, never overwrite one.
 int first_free_result_index(const fs::path& dir) {
@@ -147,12 +170,13 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->callback([=, &context] {
     const WorkloadEntry& entry = find_workload(flags->benchmark);
     WorkloadSettings settings = flags->settings(entry, true);
-    settings.communicator = join_ranks(flags->comm_timeout);
-    const bool lead = settings.communicator->rank() == 0;  // only rank 0 writes logs and prints
+    const auto ranks = RankSession::join(flags->comm_timeout);
+    settings.communicator = ranks->communicator();
+    const bool lead = ranks->rank() == 0;  // only rank 0 writes logs and prints
     const fs::path result_dir = fs::path(*out_dir) / *system / entry.name;
     const int first_index = lead ? first_free_result_index(result_dir) : 0;
     std::vector<double> shared_seed{static_cast<double>(*seed >= 0 ? *seed : std::random_device{}() & 0x7fffffff)};
-    settings.communicator->broadcast(shared_seed, 0);  // every rank must shuffle and augment alike
+    ranks->broadcast(shared_seed, 0);  // every rank must shuffle and augment alike
     const auto first_seed = static_cast<int64_t>(shared_seed[0]);
 
     std::vector<review::RunTime> times;
@@ -164,7 +188,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
       options.result_path = (result_dir / ("result_" + std::to_string(first_index + run) + ".txt")).string();
       options.echo_log = *echo_log;
       options.show_progress = !*quiet;
-      options.ranks = settings.communicator.get();
+      options.ranks = ranks.get();
       settings.seed = options.seed;
       auto workload = entry.create(settings);
       const RunOutcome outcome = run_benchmark(*workload, options);
@@ -175,10 +199,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
         }
         continue;
       }
-      std::printf("run %d (seed %lld): %s in %.3f minutes, epoch %g, eval %.4f, %.1f samples/s -> %s\n", run,
-                  static_cast<long long>(options.seed), outcome.converged ? "reached the target" : "did NOT reach the target",
-                  outcome.minutes, outcome.convergence_epoch, outcome.last_metric, outcome.samples_per_second,
-                  options.result_path.c_str());
+      print_run_summary(run, options, outcome);
       std::fflush(stdout);
       if (outcome.interrupted_by) {
         std::fprintf(stderr, "trainbench: run %d aborted by signal %d; its log ends with run_stop status aborted\n", run,
@@ -212,9 +233,10 @@ void add_bench_command(CLI::App& app) {
     if (!peak_path->empty()) bench->peak_flops = probes::read_measured_peak(*peak_path, "fp32");
     const WorkloadEntry& entry = find_workload(flags->benchmark);
     WorkloadSettings settings = flags->settings(entry, false);
-    settings.communicator = join_ranks(flags->comm_timeout);
+    const auto ranks = RankSession::join(flags->comm_timeout);
+    settings.communicator = ranks->communicator();
     std::ostringstream other_ranks_output;  // ranks other than 0 measure alongside but do not print
-    std::ostream& out = settings.communicator->rank() == 0 ? std::cout : other_ranks_output;
+    std::ostream& out = ranks->rank() == 0 ? std::cout : other_ranks_output;
     out << entry.name << " " << flags->preset << ":\n";
     entry.bench(settings, *bench, out);
   });
@@ -228,7 +250,9 @@ void add_data_command(CLI::App& app) {
   auto preset = std::make_shared<std::string>("mini");
   auto out = std::make_shared<std::string>();
   auto seed = std::make_shared<int64_t>(kDefaultDatasetSeed);
-  make->add_option("benchmark", *benchmark, "Benchmark (resnet, dlrm)")->required();
+  make->add_option("benchmark", *benchmark,
+                   "Benchmark (" + benchmark_names([](const WorkloadEntry& entry) { return bool(entry.make_dataset); }) + ")")
+      ->required();
   make->add_option("--out", *out, "Output directory (must not exist or be empty)")->required();
   make->add_option("--preset", *preset, "Preset whose dataset to generate")->capture_default_str();
   make->add_option("--seed", *seed, "Dataset seed")->capture_default_str();
@@ -236,6 +260,7 @@ void add_data_command(CLI::App& app) {
   make->add_option("--set", *overrides, "Override a preset setting, e.g. dataset.train_per_class=100 (repeatable)");
   make->callback([=] {
     const WorkloadEntry& entry = find_workload(*benchmark);
+    if (!entry.make_dataset) fail(entry.name, "has no dataset to generate (it learns from its own self-play)");
     const Config config = Config::from_presets(entry.name, entry.presets_json, *preset, *overrides);
     if (fs::exists(*out) && !fs::is_empty(*out)) fail("--out " + *out, "exists and is not empty; choose a new directory");
     generate_dataset(entry, config, *out, *seed);
@@ -248,8 +273,10 @@ void add_data_command(CLI::App& app) {
   auto in = std::make_shared<std::string>();
   auto prepared = std::make_shared<std::string>();
   auto prepare_overrides = std::make_shared<std::vector<std::string>>();
-  prepare->add_option("benchmark", *prepare_benchmark, "Benchmark (dlrm)")->required();
-  prepare->add_option("--in", *in, "Directory of the real dataset (dlrm: Criteo day files day_0 ... day_23, plain or .gz)")->required();
+  prepare->add_option("benchmark", *prepare_benchmark,
+                      "Benchmark (" + benchmark_names([](const WorkloadEntry& entry) { return bool(entry.prepare_dataset); }) + ")")
+      ->required();
+  prepare->add_option("--in", *in, "Directory of the real dataset as published (dlrm: Criteo day files day_0 ... day_23, plain or .gz)")->required();
   prepare->add_option("--out", *prepared, "Output directory for the prepared files")->required();
   prepare->add_option("--preset", *prepare_preset, "Preset whose settings (e.g. table sizes) apply")->capture_default_str();
   prepare->add_option("--set", *prepare_overrides, "Override a preset setting, key=value (repeatable)");
@@ -262,12 +289,31 @@ void add_data_command(CLI::App& app) {
   });
 }
 
+void add_benchmarks_command(CLI::App& app) {
+  auto* command = app.add_subcommand("benchmarks", "List the benchmarks, their presets and datasets");
+  auto markdown = std::make_shared<bool>(false);
+  command->add_flag("--markdown", *markdown, "Print the Markdown table of docs/benchmarks.md");
+  command->callback([=] {
+    if (*markdown) {
+      std::cout << benchmark_table_markdown();
+      return;
+    }
+    for (const auto& entry : workload_registry()) {
+      std::string presets;
+      for (const std::string& preset : Config::preset_names(entry.name, entry.presets_json))
+        presets += (presets.empty() ? "" : ", ") + preset;
+      std::printf("%-9s %s (presets: %s)\n", entry.name.c_str(), entry.summary.c_str(), presets.c_str());
+    }
+  });
+}
+
 }  // namespace
 
 void add_training_commands(CLI::App& app, CommandContext& context) {
   add_run_command(app, context);
   add_bench_command(app);
   add_data_command(app);
+  add_benchmarks_command(app);
 }
 
 }  // namespace trainbench::cli

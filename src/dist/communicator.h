@@ -15,7 +15,6 @@
 #include <torch/types.h>
 
 #include "dist/rank_environment.h"
-#include "harness/rank_group.h"
 
 namespace trainbench::dist {
 
@@ -42,24 +41,26 @@ class PendingCollective {
 
 enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kAllToAll };
 
-class Communicator : public RankGroup {
+class Communicator {
  public:
   // Rendezvous with the other ranks of `env` (rank 0 hosts the store at master_addr:master_port). A world
   // of one needs no store and no process group; its collectives are local copies.
   static std::shared_ptr<Communicator> connect(const RankEnvironment& env, const CommunicatorOptions& options = {});
-  ~Communicator() override;
+  ~Communicator();
 
-  int rank() const override { return env_.rank; }
-  int world() const override { return env_.world; }
+  int rank() const { return env_.rank; }
+  int world() const { return env_.world; }
   const RankEnvironment& environment() const { return env_; }
   // "gloo", "nccl" or "single" (one rank); for tensors on `device`.
   std::string backend(const torch::Device& device) const;
 
-  // RankGroup: small host-side operations on doubles (through Gloo, or NCCL where Gloo is missing).
-  void barrier() override;
-  void sum(std::vector<double>& values) override;
-  void broadcast(std::vector<double>& values, int root) override;
-  void report_failure(const std::string& reason) override;
+  // Small host-side operations on doubles (through Gloo, or NCCL where Gloo is missing): what the harness
+  // needs for its barriers and per-block sums (workloads/ranks.h hands them to it).
+  void barrier();
+  void sum(std::vector<double>& values);  // element-wise over all ranks; every rank gets the result
+  void broadcast(std::vector<double>& values, int root);
+  // Tells the other ranks why this one is giving up, so their errors can name it and the cause.
+  void report_failure(const std::string& reason);
 
   // Tensor collectives, asynchronous. Every rank must issue the same collectives in the same order with
   // matching shapes. Tensors must be contiguous and stay alive until wait() returns.

@@ -31,7 +31,7 @@ nlohmann::json parse_override_value(const std::string& text) {
 
 nlohmann::json parse_presets(const std::string& workload, const std::string& presets_json) {
   nlohmann::json presets = nlohmann::json::parse(presets_json, nullptr, false);
-  if (!presets.is_object()) fail("presets/" + workload + ".json", "is not a JSON object of presets");
+  if (!presets.is_object()) fail("the presets of " + workload, "are not a JSON object of presets");
   return presets;
 }
 
@@ -41,7 +41,8 @@ Config::Config(std::string name, nlohmann::json values) : name_(std::move(name))
 
 std::vector<std::string> Config::preset_names(const std::string& workload, const std::string& presets_json) {
   std::vector<std::string> names;
-  for (const auto& [name, values] : parse_presets(workload, presets_json).items()) names.push_back(name);
+  const nlohmann::json presets = parse_presets(workload, presets_json);  // items() must not outlive it
+  for (const auto& [name, values] : presets.items()) names.push_back(name);
   return names;
 }
 
@@ -68,6 +69,7 @@ Config Config::from_presets(const std::string& workload, const std::string& pres
     if (!same_kind(config.values_[pointer], value))
       fail("--set " + key, std::string("expected ") + type_name(config.values_[pointer]) + ", got " + type_name(value));
     config.values_[pointer] = value;
+    config.overrides_.push_back(assignment);
   }
   return config;
 }

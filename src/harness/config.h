@@ -1,5 +1,5 @@
 #pragma once
-// A workload's effective configuration: its preset (data embedded at build time, presets/<workload>.json)
+// A workload's effective configuration: its preset (data embedded at build time, src/workloads/<workload>/presets.json)
 // with the user's `--set key=value` overrides applied. Every lookup names the preset and key in its error,
 // and an override must name a key the preset has, with a value of the same JSON type.
 #include <cstdint>
@@ -22,7 +22,10 @@ class Config {
   static std::vector<std::string> preset_names(const std::string& workload, const std::string& presets_json);
 
   const std::string& name() const { return name_; }  // "resnet/mini"
+  std::string preset() const { return name_.substr(name_.find('/') + 1); }  // "mini"
   const nlohmann::json& values() const { return values_; }
+  // The user's --set overrides as given, logged beside the effective values.
+  const std::vector<std::string>& overrides() const { return overrides_; }
 
   double number(const std::string& key) const;
   int64_t integer(const std::string& key) const;
@@ -35,6 +38,7 @@ class Config {
   const nlohmann::json& at(const std::string& key) const;
   std::string name_;
   nlohmann::json values_;
+  std::vector<std::string> overrides_;
 };
 
 }  // namespace trainbench

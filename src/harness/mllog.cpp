@@ -85,4 +85,10 @@ int64_t MlLogger::end(const std::string& key, const nlohmann::json& value,
   return write(EventType::kIntervalEnd, key, value, metadata, file, line);
 }
 
+int64_t MlLogger::end_at(int64_t time_ms, const std::string& key, const nlohmann::json& value,
+                         const nlohmann::ordered_json& metadata, const char* file, int line) {
+  sink_(format_line(time_ms, EventType::kIntervalEnd, key, value, metadata, file, line));
+  return time_ms;
+}
+
 }  // namespace trainbench

@@ -30,6 +30,12 @@ class MlLogger {
            const nlohmann::ordered_json& metadata = nlohmann::ordered_json::object(),
            const char* file = __builtin_FILE(), int line = __builtin_LINE());
 
+  // An INTERVAL_END dated `time_ms` rather than now: MiniGo's run_stop is dated when the first passing
+  // generation was saved, although its evaluation ran later.
+  int64_t end_at(int64_t time_ms, const std::string& key, const nlohmann::json& value = nullptr,
+                 const nlohmann::ordered_json& metadata = nlohmann::ordered_json::object(),
+                 const char* file = __builtin_FILE(), int line = __builtin_LINE());
+
   // The time the next line would carry; the harness uses it so printed durations match the log.
   int64_t now_ms() const { return clock_(); }
 

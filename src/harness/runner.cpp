@@ -15,27 +15,6 @@
 namespace trainbench {
 
 namespace {
-// Fractional epochs (0.05 per block) are not exact in binary; boundaries snap to a 1e-9 grid so that
-// 20 blocks make exactly one epoch and epoch_num logs as 1.1, not 1.1000000000000001.
-double snap(double epochs) { return std::round(epochs * 1e9) / 1e9; }
-}  // namespace
-
-double Block::last_epoch_num() const { return snap(first_epoch_num + epoch_count - (positional ? 0 : 1)); }
-
-std::vector<Block> EvalSchedule::blocks() const {
-  std::vector<Block> result;
-  double next = 1;
-  double length = first_block;
-  while (length > 0 && next < snap(max_epochs + 1)) {  // blocks end by max_epochs
-    const double count = snap(std::min(length, max_epochs - next + 1));
-    result.push_back({next, count, positional});
-    next = snap(next + count);
-    length = interval;
-  }
-  return result;
-}
-
-namespace {
 
 // Rules: "flush the cache or restart the system prior to benchmarking". Dropping the page cache needs root;
 // the logged value says whether it happened.
@@ -53,24 +32,36 @@ nlohmann::json epoch_json(double epoch) {
   return epoch == std::floor(epoch) ? nlohmann::json(static_cast<int64_t>(epoch)) : nlohmann::json(epoch);
 }
 
+// Where a run is in its schedule while a block trains, in the schedule's unit: epochs trained (fractional),
+// samples trained, or the generation being trained.
+double schedule_position(ScheduleUnit unit, const Block& block, int64_t block_samples, int64_t samples_per_epoch) {
+  switch (unit) {
+    case ScheduleUnit::kSamples:
+      return block.units_before() + static_cast<double>(block_samples);
+    case ScheduleUnit::kGenerations:
+      return block.first_epoch_num;
+    case ScheduleUnit::kEpochs:
+      break;
+  }
+  if (samples_per_epoch <= 0) return block.units_before();
+  return block.units_before() + static_cast<double>(block_samples) / static_cast<double>(samples_per_epoch);
+}
+
 // Connects the workload's per-step reports to the progress line and the interrupt flag.
 class HarnessControl : public RunControl {
  public:
-  HarnessControl(ProgressLine* progress, int64_t train_samples)
-      : progress_(progress), samples_per_epoch_(train_samples) {}
+  HarnessControl(ProgressLine* progress, ScheduleUnit unit, int64_t train_samples)
+      : progress_(progress), unit_(unit), samples_per_epoch_(train_samples) {}
 
   void begin_block(const Block& block) {
-    block_start_epoch_ = block.first_epoch_num - 1;
+    block_ = block;
     block_samples_ = 0;
   }
 
   void step(int64_t samples, double loss) override {
     block_samples_ += samples;
     total_samples_ += samples;
-    if (progress_) {
-      const double epoch = block_start_epoch_ + static_cast<double>(block_samples_) / samples_per_epoch_;
-      progress_->on_step(epoch, samples, loss);
-    }
+    if (progress_) progress_->on_step(schedule_position(unit_, block_, block_samples_, samples_per_epoch_), samples, loss);
     check_interrupt();
   }
 
@@ -82,10 +73,42 @@ class HarnessControl : public RunControl {
 
  private:
   ProgressLine* progress_;
-  double samples_per_epoch_;
-  double block_start_epoch_ = 0;
+  ScheduleUnit unit_;
+  int64_t samples_per_epoch_;
+  Block block_;
   int64_t block_samples_ = 0, total_samples_ = 0;
 };
+
+// The log lines of one block's training: block_start, the block's throughput and mean loss summed over
+// ranks, and the values the workload reports per block.
+void train_block(Workload& workload, const Block& block, MlLogger& log, RankGroup& ranks, HarnessControl& control,
+                    int64_t& skipped_files) {
+  const nlohmann::ordered_json at_epoch{{"epoch_num", epoch_json(block.last_epoch_num())}};
+  const nlohmann::ordered_json block_metadata{{"first_epoch_num", epoch_json(block.first_epoch_num)},
+                                              {"epoch_count", epoch_json(block.epoch_count)}};
+  const int64_t block_start_ms = log.start("block_start", nullptr, block_metadata);
+  control.begin_block(block);
+  const BlockReport local = workload.train(block, control);
+  std::vector<double> totals{static_cast<double>(local.samples), local.mean_loss, static_cast<double>(local.skipped_files)};
+  ranks.sum(totals);
+  const double block_seconds = (log.now_ms() - block_start_ms) / 1000.0;
+  skipped_files += static_cast<int64_t>(totals[2]);
+  if (block_seconds > 0) log.event("throughput", totals[0] / block_seconds, at_epoch);
+  log.event("trainbench_train_loss", totals[1] / ranks.world(), at_epoch);
+  for (const auto& value : local.logged) log.event(value.key, value.value, at_epoch);
+}
+
+// eval_start, the workload's evaluation, eval_stop and the metric line; the value for the caller to judge.
+Metric evaluate_block(Workload& workload, const Block& block, MlLogger& log, RunControl& control,
+                      const QualityTarget& target, ProgressLine* progress) {
+  const nlohmann::ordered_json at_epoch{{"epoch_num", epoch_json(block.last_epoch_num())}};
+  log.start("eval_start", nullptr, at_epoch);
+  const Metric metric = workload.evaluate(block, control);
+  log.end("eval_stop", nullptr, at_epoch);
+  log.event(target.metric, metric.to_json(), at_epoch);
+  if (progress) progress->on_eval(block.last_epoch_num(), metric.text());
+  return metric;
+}
 
 }  // namespace
 
@@ -105,13 +128,16 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
       clock);
 
   RunOutcome outcome;
+  outcome.target = description.target;
+  outcome.unit = description.schedule.unit;
   int64_t run_start_ms = 0;
   bool clock_running = false;
-  const auto stop_clock = [&](const char* status, const std::string& error) {
+  // A run whose quality is judged after training stops its clock when the passing model was saved.
+  const auto stop_clock = [&](const char* status, const std::string& error, std::optional<int64_t> dated_ms = {}) {
     nlohmann::ordered_json metadata{{"status", status}};
     if (!error.empty()) metadata["error"] = error;
     if (!clock_running) log.start("run_start");  // an abort during init still yields a well-formed log
-    const int64_t stop_ms = log.end("run_stop", nullptr, metadata);
+    const int64_t stop_ms = dated_ms ? log.end_at(*dated_ms, "run_stop", nullptr, metadata) : log.end("run_stop", nullptr, metadata);
     outcome.minutes = clock_running ? (stop_ms - run_start_ms) / 60000.0 : 0;
     if (result) result->commit();
   };
@@ -125,8 +151,12 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
   log.event("cache_clear", drop_page_cache());
   log.start("init_start");
   log.event("trainbench_version", std::string(provenance::kVersion) + " (" + provenance::kGitRevision + ")");
+  log.event("trainbench_libtorch", std::string(provenance::kTorchVersion) + " (" + provenance::kTorchBuild + ")");
   log.event("trainbench_preset", description.preset);
-  log.event("trainbench_target", description.target.threshold, {{"metric", description.target.metric}});
+  log.event("trainbench_target", description.target.threshold.to_json(),
+            {{"metric", description.target.metric}, {"higher_is_better", description.target.higher_is_better}});
+  log.event("trainbench_overrides", description.overrides);
+  log.event("trainbench_config", description.effective_config);
   log.event("trainbench_threads", description.threads);
   log.event("trainbench_device", description.device);
   log.event("trainbench_ranks", ranks.world());
@@ -146,60 +176,64 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     run_start_ms = log.start("run_start");
     clock_running = true;
     if (options.show_progress && logging_rank)
-      progress.emplace(description.benchmark + " " + description.preset, description.sample_unit);
+      progress.emplace(description.benchmark + " " + description.preset, description.schedule.unit,
+                       description.sample_unit, options.progress_stream);
     const DataSummary data = workload.open_data();
-    log.event("train_samples", data.train_samples);
-    log.event("eval_samples", data.eval_samples);
+    if (description.uses_dataset) {
+      log.event("train_samples", data.train_samples);
+      log.event("eval_samples", data.eval_samples);
+    }
     for (const auto& hyperparameter : data.derived_hyperparameters)
       log.event(hyperparameter.key, hyperparameter.value);
+    const EvalSchedule schedule = data.schedule.value_or(description.schedule);
 
-    HarnessControl control(progress ? &*progress : nullptr, data.train_samples);
+    HarnessControl control(progress ? &*progress : nullptr, schedule.unit, data.train_samples);
     int64_t skipped_files = 0;
-    for (const Block& block : description.schedule.blocks()) {
-      const nlohmann::ordered_json first_epoch{{"first_epoch_num", epoch_json(block.first_epoch_num)}};
-      const nlohmann::ordered_json at_epoch{{"epoch_num", epoch_json(block.last_epoch_num())}};
-      nlohmann::ordered_json block_metadata = first_epoch;
-      block_metadata["epoch_count"] = epoch_json(block.epoch_count);
-      const int64_t block_start_ms = log.start("block_start", nullptr, block_metadata);
-      control.begin_block(block);
-      const BlockReport local = workload.train(block, control);
-      std::vector<double> totals{static_cast<double>(local.samples), local.mean_loss,
-                                 static_cast<double>(local.skipped_files)};
-      ranks.sum(totals);
-      const double block_seconds = (log.now_ms() - block_start_ms) / 1000.0;
-      skipped_files += static_cast<int64_t>(totals[2]);
-      if (block_seconds > 0) log.event("throughput", totals[0] / block_seconds, at_epoch);
-      log.event("trainbench_train_loss", totals[1] / ranks.world(), at_epoch);
-
-      log.start("eval_start", nullptr, at_epoch);
-      const double metric = workload.evaluate(block, control);
-      log.end("eval_stop", nullptr, at_epoch);
-      log.event(description.target.metric, metric, at_epoch);
-      log.end("block_stop", nullptr, first_epoch);
-      if (progress) progress->on_eval(block.last_epoch_num(), metric);
-
+    std::optional<int64_t> passing_model_saved_ms;
+    const auto judge = [&](const Block& block, const Metric& metric) {
       outcome.last_metric = metric;
       outcome.convergence_epoch = block.last_epoch_num();
-      if (description.target.reached(metric)) {
-        outcome.converged = true;
-        break;
+      outcome.converged = description.target.reached(metric);
+      return outcome.converged;
+    };
+    if (schedule.evaluation == Evaluation::kAfterEachBlock) {
+      for (const Block& block : schedule.blocks()) {
+        train_block(workload, block, log, ranks, control, skipped_files);
+        const Metric metric = evaluate_block(workload, block, log, control, description.target, progress ? &*progress : nullptr);
+        log.end("block_stop", nullptr, {{"first_epoch_num", epoch_json(block.first_epoch_num)}});
+        if (judge(block, metric)) break;
+      }
+    } else {
+      std::vector<std::pair<Block, int64_t>> saved;  // each block and when its model was saved: its block_stop
+      for (const Block& block : schedule.blocks()) {
+        train_block(workload, block, log, ranks, control, skipped_files);
+        saved.emplace_back(block, log.end("block_stop", nullptr, {{"first_epoch_num", epoch_json(block.first_epoch_num)}}));
+      }
+      for (const auto& [block, saved_ms] : saved) {
+        if (judge(block, evaluate_block(workload, block, log, control, description.target, progress ? &*progress : nullptr))) {
+          passing_model_saved_ms = saved_ms;
+          break;
+        }
       }
     }
     if (skipped_files > 0) log.event("trainbench_skipped_files", skipped_files);
     std::vector<double> total_samples{static_cast<double>(control.total_samples())};
     ranks.sum(total_samples);
     ranks.barrier();  // the clock stops when every rank is done
-    const double timed_seconds = (log.now_ms() - run_start_ms) / 1000.0;
+    const int64_t stop_ms = passing_model_saved_ms.value_or(log.now_ms());
+    const double timed_seconds = (stop_ms - run_start_ms) / 1000.0;
     if (timed_seconds > 0) outcome.samples_per_second = total_samples[0] / timed_seconds;
     if (progress) progress->finish();
-    stop_clock(outcome.converged ? "success" : "aborted", "");
+    stop_clock(outcome.converged ? "success" : "aborted", "", passing_model_saved_ms);
   } catch (const RunInterrupted& interrupt) {
     if (progress) progress->finish();
     outcome.interrupted_by = interrupt.signal_number;
+    outcome.converged = false;
     ranks.report_failure("interrupted by signal " + std::to_string(interrupt.signal_number));
     stop_clock("aborted", "interrupted by signal " + std::to_string(interrupt.signal_number));
   } catch (const std::exception& error) {
     if (progress) progress->finish();
+    outcome.converged = false;
     ranks.report_failure(error.what());
     stop_clock("aborted", error.what());
     throw;

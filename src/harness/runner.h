@@ -2,6 +2,7 @@
 // One timed run of one workload: the MLPerf lifecycle from cache_clear to run_stop, written to a result
 // log that appears atomically (harness/workload.h describes the contract).
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "harness/mllog.h"
@@ -23,6 +24,7 @@ struct RunOptions {
   std::string result_path;  // result_N.txt; it grows as result_N.txt.partial until run_stop
   bool echo_log = false;    // also copy the :::MLLOG lines to stdout
   bool show_progress = true;
+  std::FILE* progress_stream = stderr;
   // The processes training this run together; null means this process alone. Only rank 0 writes the
   // log and shows progress; its times are taken after a barrier, so run_start and run_stop bracket every
   // rank's work.
@@ -33,8 +35,10 @@ struct RunOutcome {
   bool converged = false;
   int interrupted_by = 0;          // the signal that aborted the run, or 0
   double minutes = 0;              // (run_stop - run_start) / 60000, as the result summarizer computes it
-  double convergence_epoch = 0;    // epoch_num of the last evaluation
-  double last_metric = 0;
+  double convergence_epoch = 0;    // epoch_num of the last evaluation, in the schedule's unit
+  ScheduleUnit unit = ScheduleUnit::kEpochs;
+  Metric last_metric;              // empty when the run ended before its first evaluation
+  QualityTarget target;
   double samples_per_second = 0;   // training samples over the whole timed region
 };
 

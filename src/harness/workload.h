@@ -7,76 +7,136 @@
 //   describe()                     before init_start: what to log and how to schedule
 //   build()                        untimed init: model, optimizer; must not read the dataset
 //   ---- run_start (clock starts) ----
-//   open_data()                    first timed step: index the dataset
-//   train(block) / evaluate(block) for each block of the schedule, until the target or the epoch limit
+//   open_data()                    first timed step: index the dataset (or set up self-play); it may fix
+//                                  the schedule when the schedule depends on the dataset's size
+//   train(block) / evaluate(block) for each block of the schedule, until the target or the limit
 //   ---- run_stop ----
+// With Evaluation::kAfterTraining (MiniGo) every block is trained first; then the harness evaluates the
+// model each block saved, off the clock, and the run's time ends where the first passing block ended.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "harness/config.h"
+
 namespace trainbench {
 
-// One logged hyperparameter: an MLPerf key and its value, exactly as the rules spell them.
+// One logged value: an MLPerf key and its value, exactly as the rules spell them.
 struct HyperParameter {
   std::string key;
   nlohmann::json value;
 };
 
-// "Epochs" are in the unit the benchmark's logs use for epoch_num: epochs for ResNet, a fraction of an epoch
-// for DLRM, samples for BERT. A block trains epoch_count units starting at first_epoch_num (1-based), then
-// the harness evaluates. The evaluation's epoch_num is the last epoch trained (ResNet: epochs 1..4 -> 4),
-// or, for a positional schedule, the position reached: 1 + the epochs trained so far (DLRM's reference
-// logs 1.05, 1.10, ... when it evaluates 20 times per epoch).
+// What a schedule counts. Blocks, epoch_num and the progress line are in this unit.
+enum class ScheduleUnit {
+  kEpochs,       // ResNet; DLRM in fractions of an epoch
+  kSamples,      // BERT: training samples
+  kGenerations,  // MiniGo: self-play generations
+};
+const char* unit_name(ScheduleUnit unit);  // "epoch", "samples", "generation"
+// "epoch 4", "16000 samples", "generation 3": a position in the schedule for people to read.
+std::string describe_position(ScheduleUnit unit, double position);
+
+// A block trains epoch_count units starting at first_epoch_num (1-based), then the harness evaluates. The
+// evaluation's epoch_num is the last unit trained (ResNet: epochs 1..4 -> 4), or, for a positional
+// schedule, the position reached: 1 + the units trained so far (DLRM's reference logs 1.05, 1.10, ... when
+// it evaluates 20 times per epoch).
 struct Block {
   double first_epoch_num = 1;
   double epoch_count = 1;
   bool positional = false;
   double last_epoch_num() const;
+  // Units trained before this block started.
+  double units_before() const { return first_epoch_num - 1; }
 };
 
-// The rules' evaluation schedule: the first evaluation after `first_block` epochs, then every `interval`
-// epochs, never past `max_epochs` (a run that has not converged by then ends as aborted).
+// When the harness evaluates: right after each block (the rules' usual schedule), or after all blocks on
+// the model each block saved (MiniGo's reference evaluates generations against the target model after
+// training; its run_stop is dated when the first passing generation was saved).
+enum class Evaluation { kAfterEachBlock, kAfterTraining };
+
+// The rules' evaluation schedule: the first evaluation after `first_block` units, then every `interval`
+// units, never past `max_epochs` (a run that has not converged by then ends as aborted).
 struct EvalSchedule {
   double first_block = 1;
   double interval = 1;
   double max_epochs = 1;
-  bool positional = false;  // epoch_num = 1 + epochs trained (see Block)
+  bool positional = false;  // epoch_num = 1 + units trained (see Block)
+  ScheduleUnit unit = ScheduleUnit::kEpochs;
+  Evaluation evaluation = Evaluation::kAfterEachBlock;
   std::vector<Block> blocks() const;
 };
 
-// The quality the run must reach. The metric is logged under `metric` (e.g. eval_accuracy).
+// A quality metric as evaluate() returns it: one number, or named parts that the log writes as an object
+// (Mask R-CNN: {"BBOX": 0.377, "SEGM": 0.339}). Parts keep the order the workload gives them.
+class Metric {
+ public:
+  struct Part {
+    std::string name;
+    double value = 0;
+  };
+  Metric() = default;
+  Metric(double value) : parts_{{"", value}} {}  // NOLINT: a plain number is the common case
+  static Metric named(std::vector<Part> parts);
+
+  bool is_scalar() const { return parts_.size() == 1 && parts_[0].name.empty(); }
+  const std::vector<Part>& parts() const { return parts_; }
+  // The part called `name`; for a scalar metric, name "" is the value. Throws Error when there is none.
+  double part(const std::string& name) const;
+  nlohmann::json to_json() const;  // a number, or {"BBOX": ..., "SEGM": ...}
+  std::string text() const;        // "0.7612", or "BBOX 0.3771, SEGM 0.3402"
+
+ private:
+  std::vector<Part> parts_;
+};
+
+// The quality the run must reach, from the preset as data: `target` is a number or an object of named
+// thresholds; `target_direction` is "higher" (the default) or "lower" (RNN-T's word error rate). Every
+// part must reach its own threshold in the same evaluation.
 struct QualityTarget {
-  std::string metric = "eval_accuracy";
-  double threshold = 0;
+  std::string metric = "eval_accuracy";  // the log key the value is written under
+  Metric threshold;
   bool higher_is_better = true;
-  bool reached(double value) const { return higher_is_better ? value >= threshold : value <= threshold; }
+
+  static QualityTarget from_config(const Config& config);
+  bool reached(const Metric& value) const;
+  std::string text() const;  // "eval_accuracy >= 0.759", "eval_accuracy BBOX >= 0.377 and SEGM >= 0.339"
 };
 
 struct WorkloadDescription {
   std::string benchmark;                        // submission_benchmark, e.g. "resnet"
   std::string preset;                           // "mini", "reference", ...
-  std::string sample_unit = "samples";          // for progress lines: "images", "sequences", ...
+  std::string sample_unit = "samples";          // for progress lines: "img", "seq", "games", ...
   std::vector<HyperParameter> hyperparameters;  // logged once each during init, in this order
-  EvalSchedule schedule;
+  EvalSchedule schedule;                        // open_data() may replace it (DataSummary::schedule)
   QualityTarget target;
-  int threads = 1;                              // compute threads the workload was built to use
-  std::string device = "cpu";                   // where it computes: "cpu", "cuda:0", ...
+  bool uses_dataset = true;  // false: no --data, and no train_samples / eval_samples in the log (MiniGo)
+  int threads = 1;           // compute threads the workload was built to use
+  std::string device = "cpu";  // where it computes: "cpu", "cuda:0", ...
+  nlohmann::json effective_config = nlohmann::json::object();  // the preset after the user's overrides
+  std::vector<std::string> overrides;                           // the user's --set key=value, as given
 };
 
 // What open_data() learned from the dataset. Hyperparameters that depend on its size (e.g. decay steps)
-// are logged right after train_samples and eval_samples.
+// are logged right after train_samples and eval_samples. A schedule that depends on the data (U-Net3D:
+// the first evaluation at CEILING(1000*168/samples_per_epoch) epochs) replaces the described one.
 struct DataSummary {
   int64_t train_samples = 0;
   int64_t eval_samples = 0;
   std::vector<HyperParameter> derived_hyperparameters;
+  std::optional<EvalSchedule> schedule;
 };
 
 struct BlockReport {
-  int64_t samples = 0;         // training samples processed in the block
+  int64_t samples = 0;         // training samples (or examples) processed in the block, on this rank
   double mean_loss = 0;
   int64_t skipped_files = 0;   // unreadable inputs skipped because the user asked for it
+  // Values the rules want per block (MiniGo: actual_selfplay_games_per_generation), logged after the
+  // block's training with its epoch_num. Rank 0's values are logged.
+  std::vector<HyperParameter> logged;
 };
 
 // Given to train() and evaluate(). step() reports progress and throws RunInterrupted when the user asked
@@ -101,7 +161,8 @@ class Workload {
   virtual std::vector<std::string> build() = 0;
   virtual DataSummary open_data() = 0;
   virtual BlockReport train(const Block& block, RunControl& control) = 0;
-  virtual double evaluate(const Block& block, RunControl& control) = 0;
+  // The quality of the model after `block` (with Evaluation::kAfterTraining: of the model that block saved).
+  virtual Metric evaluate(const Block& block, RunControl& control) = 0;
 };
 
 }  // namespace trainbench

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <unistd.h>
 
 #include <torch/torch.h>
@@ -10,7 +11,7 @@
 #include "dist/communicator.h"
 #include "util/error.h"
 #include "util/provenance.h"
-#include "workloads/device.h"
+#include "dist/device.h"
 
 namespace trainbench::probes {
 
@@ -257,6 +258,17 @@ CommProbeResult run_comm_probe(Communicator& communicator, const CommProbeOption
                 busbw_rows ? busbw_sum / busbw_rows : 0.0);
   out << line;
   json["wrong_total"] = result.wrong_total;
+  return result;
+}
+
+CommProbeResult run_comm_probe_across_ranks(const CommProbeOptions& options, double timeout_seconds, std::ostream& out) {
+  dist::CommunicatorOptions communicator_options;
+  communicator_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+  const auto communicator = dist::connect_from_environment(communicator_options);
+  std::ostringstream other_ranks_output;  // every rank measures; rank 0 prints
+  const bool lead = communicator->rank() == 0;
+  CommProbeResult result = run_comm_probe(*communicator, options, lead ? out : other_ranks_output);
+  result.lead = lead;
   return result;
 }
 

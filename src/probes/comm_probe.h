@@ -41,6 +41,7 @@ struct CommProbeRow {
 struct CommProbeResult {
   std::vector<CommProbeRow> rows;
   int64_t wrong_total = 0;
+  bool lead = true;  // rank 0, which prints and writes the results
   nlohmann::ordered_json json;  // arguments, environment, versions and rows
 };
 
@@ -52,5 +53,9 @@ std::vector<int64_t> sweep_sizes(int64_t min_bytes, int64_t max_bytes, double fa
 
 // Runs the sweep on every rank; prints the table on rank 0 (to `out`).
 CommProbeResult run_comm_probe(dist::Communicator& communicator, const CommProbeOptions& options, std::ostream& out);
+// Joins the ranks of this process's environment (launch, torchrun, srun, mpirun; alone a world of one) and
+// runs the sweep; a collective that waits longer than timeout_seconds fails naming the rank that stopped.
+// Only rank 0 prints to `out`.
+CommProbeResult run_comm_probe_across_ranks(const CommProbeOptions& options, double timeout_seconds, std::ostream& out);
 
 }  // namespace trainbench::probes

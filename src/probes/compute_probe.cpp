@@ -15,7 +15,7 @@
 #endif
 
 #include "probes/environment.h"
-#include "workloads/device.h"
+#include "dist/device.h"
 
 namespace trainbench::probes {
 

@@ -1,7 +1,8 @@
 #pragma once
-// The list of benchmarks the CLI knows. Adding a workload is one folder under workloads/ and one entry
-// in registry.cpp. Nothing here includes LibTorch, so the CLI compiles quickly.
-#include <cstdio>
+// The list of benchmarks the CLI knows. Adding a benchmark is one folder under workloads/ (its sources and
+// presets.json, picked up by CMake), a `registry_entry()` in that folder, and one name in registry.cpp.
+// Nothing here includes LibTorch, so the CLI compiles quickly.
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -20,21 +21,15 @@ class Communicator;
 // Everything a workload is built from: its effective config plus the run's environment.
 struct WorkloadSettings {
   Config config;
-  std::string data_dir;
-  int threads = 1;           // compute threads (torch::set_num_threads)
-  std::string device = "auto";  // "cpu", "cuda", or "auto" (CUDA when this LibTorch has a GPU)
+  std::string data_dir;          // empty for a benchmark without a dataset
+  int threads = 1;               // compute threads (torch::set_num_threads)
+  std::string device = "auto";   // "cpu", "cuda", or "auto" (CUDA when this LibTorch has a GPU)
   int64_t seed = 0;
-  bool skip_corrupt = false; // skip unreadable samples (counted in the log) instead of failing
+  bool skip_corrupt = false;     // skip unreadable samples (counted in the log) instead of failing
   // The ranks training together (data parallel). Null means this process alone. The preset's batch
   // size is the global batch; each rank trains batch_size / world of it.
   std::shared_ptr<dist::Communicator> communicator;
 };
-
-// settings.communicator, or a communicator for this process alone.
-std::shared_ptr<dist::Communicator> communicator_or_single(const WorkloadSettings& settings);
-
-// The per-rank share of a global batch; an Error naming `field` when the world does not divide it.
-int64_t local_batch_size(const Config& config, const std::string& field, int world);
 
 struct BenchSettings {
   int64_t steps = 20;
@@ -42,31 +37,37 @@ struct BenchSettings {
   double peak_flops = 0;  // measured fp32 peak FLOP/s (bench --peak, from `probe compute --json`); 0: none given
 };
 
-// ", 41.3% of measured fp32 peak 152.0 GFLOP/s" for a bench line's achieved FLOP/s, or "" without --peak.
-inline std::string share_of_peak(double flops_per_second, const BenchSettings& settings) {
-  if (settings.peak_flops <= 0) return "";
-  char text[96];
-  std::snprintf(text, sizeof text, ", %.1f%% of measured fp32 peak %.1f GFLOP/s", 100.0 * flops_per_second / settings.peak_flops,
-                settings.peak_flops / 1e9);
-  return text;
-}
-
 struct WorkloadEntry {
-  std::string name;
-  std::string summary;
-  const char* presets_json;
+  std::string name;     // submission_benchmark
+  std::string summary;  // one line for help texts and the generated benchmark table
+  const char* presets_json = nullptr;
+  // What the benchmark trains on, for help texts: "an ImageNet-layout tree", ...; empty when it has no
+  // dataset (MiniGo learns from its own self-play), in which case --data is refused.
+  std::string dataset;
   std::function<std::unique_ptr<Workload>(const WorkloadSettings&)> create;
-  // Writes the preset's generated dataset into a directory; empty for presets that need real data.
-  std::function<void(const Config&, const std::string& out_dir, int64_t seed)> make_dataset;
   // Prints training and data-pipeline throughput; a benchmark, not a run: no log, no target.
   std::function<void(const WorkloadSettings&, const BenchSettings&, std::ostream&)> bench;
+  // Writes the preset's generated dataset into a directory; empty for benchmarks without a dataset.
+  std::function<void(const Config&, const std::string& out_dir, int64_t seed)> make_dataset;
   // Converts the real dataset in in_dir once into the form the workload trains from (in out_dir); empty
   // for workloads that read their dataset as published.
   std::function<void(const Config&, const std::string& in_dir, const std::string& out_dir)> prepare_dataset;
+
+  bool uses_dataset() const { return !dataset.empty(); }
 };
+
+// WorkloadEntry::create for a workload class constructed from its settings.
+template <typename WorkloadType>
+std::unique_ptr<Workload> construct_workload(const WorkloadSettings& settings) {
+  return std::make_unique<WorkloadType>(settings);
+}
 
 const std::vector<WorkloadEntry>& workload_registry();
 // Throws Error naming the known benchmarks when `name` is not one of them.
 const WorkloadEntry& find_workload(const std::string& name);
+// "resnet, bert, dlrm": for help texts; with a filter, only the entries it accepts.
+std::string benchmark_names(const std::function<bool(const WorkloadEntry&)>& filter = nullptr);
+// The Markdown table of docs/benchmarks.md: benchmark, what it is, presets, dataset.
+std::string benchmark_table_markdown();
 
 }  // namespace trainbench

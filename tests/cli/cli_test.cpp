@@ -39,14 +39,31 @@ TEST_F(CliTest, HelpExplainsEveryRunFlag) {
     EXPECT_NE(result.output.find(flag), std::string::npos) << flag;
 }
 
+// Every list of benchmarks a user sees comes from the registry.
+TEST_F(CliTest, HelpTextsListTheRegisteredBenchmarks) {
+  const Result listing = run("benchmarks");
+  EXPECT_EQ(listing.exit_code, 0);
+  for (const char* command : {"run --help", "bench --help", "data make --help"}) {
+    const Result help = run(command);
+    EXPECT_EQ(help.exit_code, 0) << command;
+    for (const char* benchmark : {"resnet", "bert", "dlrm"}) {
+      EXPECT_NE(help.output.find(benchmark), std::string::npos) << command << " omits " << benchmark;
+      EXPECT_NE(listing.output.find(std::string(benchmark) + " "), std::string::npos) << "benchmarks omits " << benchmark;
+    }
+  }
+  const Result prepare = run("data prepare --help");
+  EXPECT_NE(prepare.output.find("Benchmark (dlrm)"), std::string::npos) << prepare.output;
+}
+
 TEST_F(CliTest, BadInputGetsAClearErrorAndExitCode2) {
   Result result = run("run imagenet");
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_NE(result.output.find("benchmark 'imagenet': unknown (expected one of: resnet, dlrm, bert)"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("benchmark 'imagenet': unknown (expected one of: resnet, bert, dlrm)"), std::string::npos) << result.output;
 
-  result = run("run resnet --preset tiny");
+  result = run("run resnet --preset huge");
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_NE(result.output.find("--preset: 'tiny' is not a preset of resnet (expected one of: mini, reference)"), std::string::npos)
+  EXPECT_NE(result.output.find("--preset: 'huge' is not a preset of resnet (expected one of: mini, reference, tiny)"),
+            std::string::npos)
       << result.output;
 
   result = run("run resnet --set batch_size=abc --data " + dir_.string());

@@ -1,6 +1,8 @@
 #include "harness/runner.h"
 
+#include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -14,41 +16,49 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A workload that returns scripted metrics and records what the harness asked of it.
+// A workload that returns scripted metrics and records what the harness asked of it. Its description and
+// data summary are fields, so each test shapes it like the benchmark it stands for.
 class ScriptedWorkload : public Workload {
  public:
-  std::vector<double> metrics;
+  std::vector<Metric> metrics;
   std::vector<std::string> calls;
   int interrupt_in_block = -1;
   bool fail_in_train = false;
-
-  WorkloadDescription describe() const override {
+  WorkloadDescription description = [] {
     WorkloadDescription description;
     description.benchmark = "resnet";
     description.preset = "test";
     description.schedule = {3, 4, 20};
-    description.target = {"eval_accuracy", 0.75, true};
+    description.target.threshold = 0.75;
     description.hyperparameters = {{"global_batch_size", 32}, {"opt_name", "lars"}};
+    description.effective_config = {{"batch_size", 32}};
+    description.overrides = {"batch_size=32"};
     return description;
-  }
+  }();
+  DataSummary data{100, 10, {{"lars_opt_learning_rate_decay_steps", 50}}, std::nullopt};
+  int64_t samples_per_step = 100;
+  int steps_per_block = 1;
+  std::vector<HyperParameter> logged_per_block;
+
+  WorkloadDescription describe() const override { return description; }
   std::vector<std::string> build() override {
     calls.push_back("build");
     return {"conv0_weight", "fc1_bias"};
   }
   DataSummary open_data() override {
     calls.push_back("open_data");
-    return {100, 10, {{"lars_opt_learning_rate_decay_steps", 50}}};
+    return data;
   }
   BlockReport train(const Block& block, RunControl& control) override {
     calls.push_back("train " + std::to_string(static_cast<int>(block.first_epoch_num)) + "+" +
                     std::to_string(static_cast<int>(block.epoch_count)));
     if (fail_in_train) throw Error("data/train/x.JPEG: truncated file");
     if (interrupt_in_block == blocks_++) request_interrupt(SIGTERM);
-    control.step(100, 1.0);
-    return {100, 1.0, 0};
+    for (int step = 0; step < steps_per_block; ++step) control.step(samples_per_step, 1.0);
+    return {samples_per_step * steps_per_block, 1.0, 0, logged_per_block};
   }
-  double evaluate(const Block&, RunControl&) override {
-    calls.push_back("evaluate");
+  Metric evaluate(const Block& block, RunControl&) override {
+    calls.push_back("evaluate " + std::to_string(static_cast<int>(block.last_epoch_num())));
     return metrics.at(evaluations_++);
   }
 
@@ -131,15 +141,15 @@ TEST_F(RunnerTest, LifecycleIsInMlperfOrderAndStopsAtTheTarget) {
 
   EXPECT_TRUE(outcome.converged);
   EXPECT_EQ(outcome.convergence_epoch, 11);
-  EXPECT_EQ(workload.calls, (std::vector<std::string>{"build", "open_data", "train 1+3", "evaluate", "train 4+4", "evaluate",
-                                                      "train 8+4", "evaluate"}));
+  EXPECT_EQ(workload.calls, (std::vector<std::string>{"build", "open_data", "train 1+3", "evaluate 3", "train 4+4",
+                                                      "evaluate 7", "train 8+4", "evaluate 11"}));
   EXPECT_FALSE(fs::exists(options_.result_path + ".partial"));
   const auto records = read_log(options_.result_path);
   const auto keys = keys_of(records);
   const std::vector<std::string> expected_prefix = {
       "submission_benchmark", "submission_org", "submission_division", "submission_status", "submission_platform",
-      "cache_clear", "init_start", "trainbench_version", "trainbench_preset", "trainbench_target", "trainbench_threads",
-      "trainbench_device", "trainbench_ranks", "seed", "global_batch_size", "opt_name", "weights_initialization",
+      "cache_clear", "init_start", "trainbench_version", "trainbench_libtorch", "trainbench_preset", "trainbench_target",
+      "trainbench_overrides", "trainbench_config", "trainbench_threads", "trainbench_device", "trainbench_ranks", "seed", "global_batch_size", "opt_name", "weights_initialization",
       "weights_initialization", "init_stop", "run_start", "train_samples", "eval_samples",
       "lars_opt_learning_rate_decay_steps", "block_start", "throughput", "trainbench_train_loss", "eval_start", "eval_stop", "eval_accuracy",
       "block_stop"};
@@ -169,7 +179,7 @@ TEST_F(RunnerTest, LifecycleIsInMlperfOrderAndStopsAtTheTarget) {
 
 TEST_F(RunnerTest, NotReachingTheTargetByMaxEpochsIsAborted) {
   ScriptedWorkload workload;
-  workload.metrics = std::vector<double>(6, 0.5);
+  workload.metrics = std::vector<Metric>(6, 0.5);
   const RunOutcome outcome = run_benchmark(workload, options_, ticking_clock());
   EXPECT_FALSE(outcome.converged);
   EXPECT_EQ(outcome.convergence_epoch, 20);
@@ -199,6 +209,209 @@ TEST_F(RunnerTest, WorkloadErrorIsLoggedAsAbortedThenRethrown) {
   const auto records = read_log(options_.result_path);
   EXPECT_EQ(records.back()["metadata"]["status"], "aborted");
   EXPECT_EQ(records.back()["metadata"]["error"], "data/train/x.JPEG: truncated file");
+}
+
+const nlohmann::json& first_record(const std::vector<nlohmann::json>& records, const std::string& key) {
+  const auto keys = keys_of(records);
+  const auto found = std::find(keys.begin(), keys.end(), key);
+  EXPECT_NE(found, keys.end()) << "no " << key;
+  return records.at(static_cast<size_t>(found - keys.begin()));
+}
+
+std::vector<nlohmann::json> records_of(const std::vector<nlohmann::json>& records, const std::string& key) {
+  std::vector<nlohmann::json> found;
+  for (const auto& record : records)
+    if (record["key"] == key) found.push_back(record);
+  return found;
+}
+
+TEST_F(RunnerTest, LogRecordsTheOverridesTheEffectiveConfigAndTheLibTorchBuild) {
+  ScriptedWorkload workload;
+  workload.metrics = {0.9};
+  run_benchmark(workload, options_, ticking_clock());
+  const auto records = read_log(options_.result_path);
+  EXPECT_EQ(first_record(records, "trainbench_overrides")["value"], nlohmann::json::array({"batch_size=32"}));
+  EXPECT_EQ(first_record(records, "trainbench_config")["value"], nlohmann::json({{"batch_size", 32}}));
+  const std::string libtorch = first_record(records, "trainbench_libtorch")["value"];
+  EXPECT_TRUE(libtorch.find("(CPU)") != std::string::npos || libtorch.find("(CUDA") != std::string::npos) << libtorch;
+}
+
+// Mask R-CNN: eval_accuracy is {"BBOX": x, "SEGM": y}, and the target is reached only when both parts
+// reach their own thresholds in the same evaluation.
+TEST_F(RunnerTest, NamedPartMetricReachesTheTargetOnlyWhenEveryPartDoes) {
+  ScriptedWorkload workload;
+  workload.description.benchmark = "maskrcnn";
+  workload.description.schedule = {1, 1, 10};
+  workload.description.target.threshold = Metric::named({{"BBOX", 0.377}, {"SEGM", 0.339}});
+  workload.metrics = {Metric::named({{"BBOX", 0.30}, {"SEGM", 0.20}}), Metric::named({{"BBOX", 0.39}, {"SEGM", 0.33}}),
+                      Metric::named({{"BBOX", 0.38}, {"SEGM", 0.34}})};
+  const RunOutcome outcome = run_benchmark(workload, options_, ticking_clock());
+  EXPECT_TRUE(outcome.converged);
+  EXPECT_EQ(outcome.convergence_epoch, 3);
+  EXPECT_EQ(outcome.last_metric.text(), "BBOX 0.3800, SEGM 0.3400");
+  const auto records = read_log(options_.result_path);
+  EXPECT_EQ(first_record(records, "trainbench_target")["value"], nlohmann::json({{"BBOX", 0.377}, {"SEGM", 0.339}}));
+  const auto accuracies = records_of(records, "eval_accuracy");
+  ASSERT_EQ(accuracies.size(), 3u);
+  EXPECT_EQ(accuracies[1]["value"], nlohmann::json({{"BBOX", 0.39}, {"SEGM", 0.33}}));
+  EXPECT_EQ(records.back()["metadata"]["status"], "success");
+}
+
+TEST(QualityTarget, ComesFromThePresetAsNumberOrNamedPartsWithADirection) {
+  const QualityTarget wer = QualityTarget::from_config(
+      Config("rnnt/mini", {{"target", 0.058}, {"target_direction", "lower"}}));
+  EXPECT_FALSE(wer.higher_is_better);
+  EXPECT_TRUE(wer.reached(0.05));
+  EXPECT_FALSE(wer.reached(10.43));
+  EXPECT_FALSE(wer.reached(NAN));
+  EXPECT_EQ(wer.text(), "eval_accuracy <= 0.058");
+  const QualityTarget map = QualityTarget::from_config(Config("maskrcnn/mini", {{"target", {{"BBOX", 0.377}, {"SEGM", 0.339}}}}));
+  EXPECT_TRUE(map.reached(Metric::named({{"BBOX", 0.377}, {"SEGM", 0.339}})));
+  EXPECT_FALSE(map.reached(Metric::named({{"BBOX", 0.5}, {"SEGM", 0.3}})));
+  EXPECT_THROW(map.reached(0.5), Error);  // a plain number where parts were promised
+  EXPECT_THROW(QualityTarget::from_config(Config("x/mini", {{"target", "high"}})), Error);
+  EXPECT_THROW(QualityTarget::from_config(Config("x/mini", {{"target", 1}, {"target_direction", "up"}})), Error);
+}
+
+// RNN-T: the word error rate is lower-is-better and above 1 early on.
+TEST_F(RunnerTest, LowerIsBetterMetricConvergesWhenItFallsToTheTarget) {
+  ScriptedWorkload workload;
+  workload.description.benchmark = "rnnt";
+  workload.description.schedule = {1, 1, 10};
+  workload.description.target.threshold = 0.058;
+  workload.description.target.higher_is_better = false;
+  workload.metrics = {10.43, 0.2, 0.057};
+  const RunOutcome outcome = run_benchmark(workload, options_, ticking_clock());
+  EXPECT_TRUE(outcome.converged);
+  EXPECT_EQ(outcome.convergence_epoch, 3);
+  const auto records = read_log(options_.result_path);
+  EXPECT_EQ(records_of(records, "eval_accuracy")[0]["value"], 10.43);
+  EXPECT_EQ(first_record(records, "trainbench_target")["metadata"]["higher_is_better"], false);
+}
+
+// U-Net3D: the first evaluation at CEILING(1000*168/samples_per_epoch) epochs, then every
+// CEILING(20*168/samples_per_epoch), known only once open_data() has seen the dataset.
+TEST_F(RunnerTest, ScheduleFromTheDataReplacesTheDescribedOne) {
+  ScriptedWorkload workload;
+  workload.description.benchmark = "unet3d";
+  const int64_t samples_per_epoch = 168 * 50;  // -> first at epoch 20, then every 1 epoch
+  workload.data.train_samples = samples_per_epoch;
+  EvalSchedule from_data;
+  from_data.first_block = std::ceil(1000.0 * 168 / samples_per_epoch);
+  from_data.interval = std::ceil(20.0 * 168 / samples_per_epoch);
+  from_data.max_epochs = std::ceil(10000.0 * 168 / samples_per_epoch);
+  workload.data.schedule = from_data;
+  workload.metrics = {0.5, 0.6, 0.91};
+  const RunOutcome outcome = run_benchmark(workload, options_, ticking_clock());
+  EXPECT_TRUE(outcome.converged);
+  EXPECT_EQ(workload.calls, (std::vector<std::string>{"build", "open_data", "train 1+20", "evaluate 20", "train 21+1",
+                                                      "evaluate 21", "train 22+1", "evaluate 22"}));
+  const auto blocks = records_of(read_log(options_.result_path), "block_start");
+  EXPECT_EQ(blocks[0]["metadata"]["epoch_count"], 20);
+  EXPECT_EQ(blocks[1]["metadata"]["first_epoch_num"], 21);
+}
+
+// MiniGo: no dataset, per-generation values in the log, and the quality of each saved generation judged
+// after training; run_stop is dated when the first passing generation was saved.
+TEST_F(RunnerTest, DatasetlessWorkloadEvaluatesSavedGenerationsAfterTraining) {
+  ScriptedWorkload workload;
+  workload.description.benchmark = "minigo";
+  workload.description.uses_dataset = false;
+  workload.description.schedule.first_block = 1;
+  workload.description.schedule.interval = 1;
+  workload.description.schedule.max_epochs = 4;
+  workload.description.schedule.unit = ScheduleUnit::kGenerations;
+  workload.description.schedule.evaluation = Evaluation::kAfterTraining;
+  workload.description.target.threshold = 0.5;
+  workload.data = {};
+  workload.logged_per_block = {{"actual_selfplay_games_per_generation", 8200}};
+  workload.metrics = {0.3, 0.5, 0.9};
+  const RunOutcome outcome = run_benchmark(workload, options_, ticking_clock());
+
+  EXPECT_TRUE(outcome.converged);
+  EXPECT_EQ(outcome.convergence_epoch, 2);
+  EXPECT_EQ(outcome.unit, ScheduleUnit::kGenerations);
+  EXPECT_EQ(workload.calls, (std::vector<std::string>{"build", "open_data", "train 1+1", "train 2+1", "train 3+1",
+                                                      "train 4+1", "evaluate 1", "evaluate 2"}));
+  const auto records = read_log(options_.result_path);
+  const auto keys = keys_of(records);
+  EXPECT_EQ(std::count(keys.begin(), keys.end(), "train_samples"), 0);
+  EXPECT_EQ(std::count(keys.begin(), keys.end(), "eval_samples"), 0);
+  const auto games = records_of(records, "actual_selfplay_games_per_generation");
+  ASSERT_EQ(games.size(), 4u);
+  EXPECT_EQ(games[1]["metadata"]["epoch_num"], 2);
+  // Generation 2 was saved at its block_stop; run_stop carries that time although its evaluation came later.
+  const auto block_stops = records_of(records, "block_stop");
+  ASSERT_EQ(block_stops.size(), 4u);
+  const auto& run_stop = records.back();
+  EXPECT_EQ(run_stop["key"], "run_stop");
+  EXPECT_EQ(run_stop["metadata"]["status"], "success");
+  EXPECT_LT(run_stop["time_ms"].get<int64_t>(), records_of(records, "eval_accuracy")[0]["time_ms"].get<int64_t>());
+  EXPECT_EQ(run_stop["time_ms"].get<int64_t>(), block_stops[1]["time_ms"].get<int64_t>());
+  const int64_t run_start = first_record(records, "run_start")["time_ms"];
+  EXPECT_DOUBLE_EQ(outcome.minutes, (run_stop["time_ms"].get<int64_t>() - run_start) / 60000.0);
+}
+
+TEST_F(RunnerTest, DatasetlessWorkloadThatNeverPassesIsAbortedAfterEvaluatingEveryGeneration) {
+  ScriptedWorkload workload;
+  workload.description.uses_dataset = false;
+  workload.description.schedule = {1, 1, 2};
+  workload.description.schedule.evaluation = Evaluation::kAfterTraining;
+  workload.metrics = {0.1, 0.2};
+  const RunOutcome outcome = run_benchmark(workload, options_, ticking_clock());
+  EXPECT_FALSE(outcome.converged);
+  const auto records = read_log(options_.result_path);
+  EXPECT_EQ(records.back()["metadata"]["status"], "aborted");
+  EXPECT_GT(records.back()["time_ms"].get<int64_t>(), records_of(records, "eval_accuracy")[1]["time_ms"].get<int64_t>());
+}
+
+std::string progress_output(ScriptedWorkload& workload, RunOptions options) {
+  std::FILE* stream = std::tmpfile();
+  options.show_progress = true;
+  options.progress_stream = stream;
+  run_benchmark(workload, options);
+  std::rewind(stream);
+  std::string text;
+  for (int c; (c = std::fgetc(stream)) != EOF;) text += static_cast<char>(c);
+  std::fclose(stream);
+  return text;
+}
+
+// BERT counts samples: the progress line and the evaluations it shows stay in samples in every block
+// (the second block once showed the block's first sample number as an "epoch").
+TEST_F(RunnerTest, ProgressLineShowsSamplesForASampleSchedule) {
+  ScriptedWorkload workload;
+  workload.description.benchmark = "bert";
+  workload.description.schedule = {8000, 8000, 24000};
+  workload.description.schedule.unit = ScheduleUnit::kSamples;
+  workload.description.target.threshold = 0.72;
+  workload.data.train_samples = 200000;
+  workload.samples_per_step = 2000;
+  workload.steps_per_block = 4;
+  workload.metrics = {0.1, 0.2, 0.3};
+  const std::string text = progress_output(workload, options_);
+  EXPECT_NE(text.find("| 16000 samples |"), std::string::npos) << text;
+  EXPECT_NE(text.find("eval 0.2000 @16000 samples"), std::string::npos) << text;
+  EXPECT_EQ(text.find("epoch"), std::string::npos) << text;
+}
+
+TEST_F(RunnerTest, ProgressLineShowsFractionalEpochsForAnEpochSchedule) {
+  ScriptedWorkload workload;
+  workload.description.schedule = {1, 1, 2};
+  workload.data.train_samples = 400;
+  workload.samples_per_step = 100;
+  workload.steps_per_block = 4;
+  workload.metrics = {0.5, 0.9};
+  const std::string text = progress_output(workload, options_);
+  EXPECT_NE(text.find("| epoch   2.00 |"), std::string::npos) << text;
+  EXPECT_NE(text.find("eval 0.9000 @epoch 2"), std::string::npos) << text;
+}
+
+TEST(SchedulePosition, ReadsInTheScheduleUnit) {
+  EXPECT_EQ(describe_position(ScheduleUnit::kEpochs, 4), "epoch 4");
+  EXPECT_EQ(describe_position(ScheduleUnit::kEpochs, 1.05), "epoch 1.05");
+  EXPECT_EQ(describe_position(ScheduleUnit::kSamples, 16000), "16000 samples");
+  EXPECT_EQ(describe_position(ScheduleUnit::kGenerations, 3), "generation 3");
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include "probes/compute_probe.h"
 #include "support/error_message.h"
 #include "util/atomic_file.h"
-#include "workloads/registry.h"
 
 namespace trainbench::probes {
 namespace {
@@ -60,13 +59,6 @@ TEST(ComputeDtypes, Bf16OnTheCpuOnlyWithNativeInstructions) {
 TEST(ComputeFormat, PicksGigaOrTera) {
   EXPECT_EQ(format_flops(81.44e9), "81.4 GFLOP/s");
   EXPECT_EQ(format_flops(1.234e12), "1.23 TFLOP/s");
-}
-
-TEST(ComputeReportTest, BenchLinesShowTheShareOfThePeakOnlyWhenOneIsGiven) {
-  BenchSettings settings;
-  EXPECT_EQ(share_of_peak(1e9, settings), "");
-  settings.peak_flops = 4e9;
-  EXPECT_EQ(share_of_peak(1e9, settings), ", 25.0% of measured fp32 peak 4.0 GFLOP/s");
 }
 
 TEST(ComputeReportTest, ReadingAPeakNamesTheFileAndWhatIsMissing) {

@@ -1,5 +1,4 @@
-#include "workloads/bert/bert_workload.h"
-
+// The language-model benchmark (MLPerf "bert"): BERT-Large pre-training, masked LM and next sentence.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,10 +8,12 @@
 #include <torch/torch.h>
 
 #include "data/generators/bert_pretraining.h"
+#include "dist/gradient_sync.h"
 #include "util/error.h"
 #include "workloads/bert/pretraining.h"
-#include "workloads/bench_timing.h"
-#include "workloads/device.h"
+#include "workloads/common.h"
+
+extern const char* const trainbench_presets_bert;
 
 namespace trainbench::bert {
 
@@ -70,6 +71,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr const char* kDataset = "train/ and eval/ folders of MLPerf BERT HDF5 shards";
+
 BertOptions model_options(const Config& config) {
   return BertOptions()
       .vocab_size(config.integer("vocab_size"))
@@ -105,24 +108,17 @@ int64_t eval_interval_samples(const Config& config) {
   return static_cast<int64_t>(std::floor(samples / 25000.0)) * 25000;
 }
 
-class BertWorkload : public Workload {
+class BertWorkload : public WorkloadBase {
  public:
-  explicit BertWorkload(WorkloadSettings settings)
-      : settings_(std::move(settings)),
-        config_(settings_.config),
-        device_(resolve_device(settings_.device)),
-        communicator_(communicator_or_single(settings_)) {}
+  explicit BertWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {}
 
   WorkloadDescription describe() const override {
-    WorkloadDescription description;
-    description.benchmark = "bert";
-    description.preset = config_.name().substr(config_.name().find('/') + 1);
-    description.sample_unit = "seq";
-    description.threads = settings_.threads;
-    description.device = device_.str();
+    WorkloadDescription description = base_description("seq");
     const double interval = static_cast<double>(eval_interval_samples(config_));
-    description.schedule = {interval, interval, static_cast<double>(config_.integer("max_samples"))};
-    description.target = {"eval_accuracy", config_.number("target"), true};
+    description.schedule.first_block = interval;
+    description.schedule.interval = interval;
+    description.schedule.max_epochs = static_cast<double>(config_.integer("max_samples"));
+    description.schedule.unit = ScheduleUnit::kSamples;
     description.hyperparameters = {
         {"global_batch_size", config_.integer("batch_size")},
         {"gradient_accumulation_steps", 1},
@@ -145,10 +141,8 @@ class BertWorkload : public Workload {
   }
 
   std::vector<std::string> build() override {
-    torch::set_num_threads(settings_.threads);
-    torch::manual_seed(settings_.seed);
-    if (!fs::is_directory(settings_.data_dir))
-      fail(settings_.data_dir, "dataset directory does not exist (expected train/ and eval/ folders of MLPerf BERT HDF5 shards)");
+    seed_torch(settings_);
+    require_data_dir(kDataset);
     model_ = BertForPreTraining(model_options(config_));
     const std::string checkpoint = config_.string("init_checkpoint");
     if (!checkpoint.empty()) {
@@ -187,28 +181,23 @@ class BertWorkload : public Workload {
   BlockReport train(const Block& block, RunControl& control) override {
     model_->train();
     const int64_t batch_size = config_.integer("batch_size");  // global
-    const int64_t local_batch = local_batch_size(config_, "batch_size", communicator_->world());
+    const int64_t local_samples = local_batch("batch_size");
     BlockReport report;
-    double loss_sum = 0;
-    int64_t batches = 0;
+    LossMeter losses(config_);
     // Blocks are in samples; a block ends at the first whole batch that reaches its last sample.
     while (static_cast<double>(step_ * batch_size) < block.last_epoch_num()) {
       const PretrainingBatch batch = make_batch(
           train_->gather(order_->batch(step_, batch_size, communicator_->rank(), communicator_->world())), device_);
       const double loss_value = train_step(model_, *optimizer_, *gradients_, batch, schedule_.at(step_)).item<double>();
-      ++step_;
-      if (!std::isfinite(loss_value))
-        fail(config_.name(), "training diverged (loss " + std::to_string(loss_value) + " at step " + std::to_string(step_) + ")");
-      loss_sum += loss_value;
-      ++batches;
-      report.samples += local_batch;
-      control.step(local_batch, loss_value);
+      losses.add(loss_value, ++step_);
+      report.samples += local_samples;
+      control.step(local_samples, loss_value);
     }
-    report.mean_loss = batches ? loss_sum / batches : 0;
+    report.mean_loss = losses.mean();
     return report;
   }
 
-  double evaluate(const Block& block, RunControl& control) override {
+  Metric evaluate(const Block& block, RunControl& control) override {
     model_->eval();
     const int64_t batch_size = config_.integer("eval_batch_size");
     int64_t correct = 0, total = 0;
@@ -222,17 +211,11 @@ class BertWorkload : public Workload {
       control.check_interrupt();
     }
     model_->train();
-    std::vector<double> counts{static_cast<double>(correct), static_cast<double>(total)};
-    communicator_->sum(counts);  // each rank evaluated its own range
-    if (counts[1] == 0) fail(eval_->files().front(), "the evaluation samples have no masked positions");
-    return counts[0] / counts[1];
+    return fraction_over_ranks(static_cast<double>(correct), static_cast<double>(total), eval_->files().front(),
+                               "the evaluation samples have no masked positions");
   }
 
  private:
-  WorkloadSettings settings_;
-  const Config& config_;
-  torch::Device device_;
-  std::shared_ptr<dist::Communicator> communicator_;
   BertForPreTraining model_{nullptr};
   std::optional<Lamb> optimizer_;
   std::optional<dist::GradientSync> gradients_;
@@ -242,13 +225,6 @@ class BertWorkload : public Workload {
   int64_t eval_count_ = 0;
   int64_t step_ = 0;
 };
-
-
-}  // namespace
-
-std::unique_ptr<Workload> create_workload(const WorkloadSettings& settings) {
-  return std::make_unique<BertWorkload>(settings);
-}
 
 void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
   if (!config.values().contains("dataset"))
@@ -270,11 +246,9 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
 
 void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
   const Config& config = settings.config;
-  torch::set_num_threads(settings.threads);
-  torch::manual_seed(settings.seed);
-  const torch::Device device = resolve_device(settings.device);
-  const int64_t batch_size = config.integer("batch_size"), seq = config.integer("seq_length"),
-                preds = config.integer("max_predictions");
+  BenchRun run(settings, bench_settings);
+  const torch::Device device = run.device;
+  const int64_t batch_size = run.local_batch, seq = config.integer("seq_length"), preds = config.integer("max_predictions");
   BertForPreTraining model(model_options(config));
   model->to(device);
   model->train();
@@ -297,21 +271,23 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   samples.next_sentence_labels.resize(static_cast<size_t>(batch_size));
   for (int64_t n = 0; n < batch_size; ++n) samples.next_sentence_labels[static_cast<size_t>(n)] = static_cast<int8_t>(n % 2);
   const PretrainingBatch batch = make_batch(samples, device);
-  // One process's step: the bench measures compute, whatever launched it.
-  const auto single_process = dist::Communicator::connect(dist::RankEnvironment{});
-  dist::GradientSync gradients(*single_process, model->parameters(), model->buffers());
-  const double step_time = median_step_seconds(bench_settings, [&] {
+  // The whole data-parallel step, as training runs it: each rank's share of the global batch, gradients
+  // averaged over the ranks.
+  dist::GradientSync gradients(*run.communicator, model->parameters(), model->buffers());
+  const double step_time = run.median_step_seconds([&] {
     train_step(model, optimizer, gradients, batch, 1e-4).item<double>();  // item() waits for the device
   });
-  const double train_flops = 3.0 * 2.0 * model->forward_macs(batch_size, seq, batch_size * preds);
-  char line[384];
-  std::snprintf(line, sizeof line,
-                "training      %10.1f seq/s  (batch %lld, seq %lld, %lld predictions, %s, %d threads, median of %lld steps: %.4f s/step, %.1f GFLOP/s%s)\n",
-                batch_size / step_time, static_cast<long long>(batch_size), static_cast<long long>(seq),
-                static_cast<long long>(preds), device.str().c_str(), settings.threads,
-                static_cast<long long>(bench_settings.steps), step_time, train_flops / step_time / 1e9,
-                share_of_peak(train_flops / step_time, bench_settings).c_str());
-  out << line;
+  const double flops_per_sequence = 3.0 * 2.0 * model->forward_macs(batch_size, seq, batch_size * preds) / batch_size;
+  run.print_training(out, step_time, "seq", flops_per_sequence,
+                     "seq " + std::to_string(seq) + ", " + std::to_string(preds) + " predictions");
+}
+
+}  // namespace
+
+WorkloadEntry registry_entry() {
+  return {"bert", "Language model: BERT-Large pre-training on Wikipedia, target masked-LM accuracy 0.720",
+          trainbench_presets_bert, kDataset, construct_workload<BertWorkload>, bench, make_dataset,
+          /*prepare_dataset=*/nullptr};
 }
 
 }  // namespace trainbench::bert

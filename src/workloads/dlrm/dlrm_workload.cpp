@@ -1,5 +1,4 @@
-#include "workloads/dlrm/dlrm_workload.h"
-
+// The recommendation benchmark (MLPerf "dlrm"): DLRM on the Criteo 1TB click logs.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -13,15 +12,18 @@
 #include "dist/communicator.h"
 #include "dist/gradient_sync.h"
 #include "util/error.h"
-#include "workloads/bench_timing.h"
-#include "workloads/device.h"
+#include "workloads/common.h"
 #include "workloads/dlrm/model.h"
+
+extern const char* const trainbench_presets_dlrm;
 
 namespace trainbench::dlrm {
 
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr const char* kDataset = "train.bin and eval.bin from `trainbench data prepare dlrm`";
 
 std::vector<uint64_t> table_sizes(const Config& config) {
   std::vector<uint64_t> sizes;
@@ -57,25 +59,18 @@ BatchTensors as_tensors(data::CriteoBatch& batch, torch::Device device) {
           torch::from_blob(batch.labels.data(), {batch.size}, torch::kFloat32).to(device)};
 }
 
-class DlrmWorkload : public Workload {
+class DlrmWorkload : public WorkloadBase {
  public:
-  explicit DlrmWorkload(WorkloadSettings settings)
-      : settings_(std::move(settings)),
-        config_(settings_.config),
-        device_(resolve_device(settings_.device)),
-        communicator_(communicator_or_single(settings_)) {}
+  explicit DlrmWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {}
 
   WorkloadDescription describe() const override {
-    WorkloadDescription description;
-    description.benchmark = "dlrm";
-    description.preset = config_.name().substr(config_.name().find('/') + 1);
-    description.sample_unit = "samples";
-    description.threads = settings_.threads;
-    description.device = device_.str();
+    WorkloadDescription description = base_description("samples");
     // Evaluations at 1.05, 1.10, ... as the reference numbers them: epoch_num = 1 + epochs trained.
     const double interval = 1.0 / static_cast<double>(config_.integer("evals_per_epoch"));
-    description.schedule = {interval, interval, config_.number("max_epochs"), /*positional=*/true};
-    description.target = {"eval_accuracy", config_.number("target"), true};
+    description.schedule.first_block = interval;
+    description.schedule.interval = interval;
+    description.schedule.max_epochs = config_.number("max_epochs");
+    description.schedule.positional = true;
     const DlrmLrSchedule schedule = lr_schedule(config_);
     description.hyperparameters = {
         {"global_batch_size", config_.integer("batch_size")},
@@ -93,11 +88,8 @@ class DlrmWorkload : public Workload {
   }
 
   std::vector<std::string> build() override {
-    torch::set_num_threads(settings_.threads);
-    torch::manual_seed(settings_.seed);
-    if (!fs::is_directory(settings_.data_dir))
-      fail(settings_.data_dir, "dataset directory does not exist (expected train.bin and eval.bin from "
-                               "`trainbench data prepare dlrm`)");
+    seed_torch(settings_);
+    require_data_dir(kDataset);
     model_ = Dlrm(model_options(config_));
     model_->to(device_);
     model_->train();
@@ -112,7 +104,7 @@ class DlrmWorkload : public Workload {
     const std::vector<uint64_t> sizes = table_sizes(config_);
     data::CriteoReaderOptions train_options;
     train_options.global_batch_size = config_.integer("batch_size");
-    local_batch_size(config_, "batch_size", communicator_->world());  // each rank's share must be whole
+    local_batch("batch_size");  // each rank's share must be whole
     train_options.rank = communicator_->rank();
     train_options.world_size = communicator_->world();
     train_options.shuffle = true;
@@ -138,7 +130,7 @@ class DlrmWorkload : public Workload {
     const auto batch_at = [&](double epochs) { return static_cast<int64_t>(std::llround(epochs * static_cast<double>(per_epoch))); };
     const int64_t first = batch_at(block.first_epoch_num - 1), last = batch_at(block.first_epoch_num - 1 + block.epoch_count);
     BlockReport report;
-    double loss_sum = 0;
+    LossMeter losses(config_);
     for (int64_t step = first; step < last; ++step) {
       const int64_t epoch = step / per_epoch;
       if (epoch != epoch_) {
@@ -150,17 +142,15 @@ class DlrmWorkload : public Workload {
       const BatchTensors tensors = as_tensors(batch_, device_);
       const double loss =
           train_step(model_, *parallel_, tensors.dense, tensors.sparse, tensors.labels, schedule_.at(step)).item<double>();
-      if (!std::isfinite(loss))
-        fail(config_.name(), "training diverged (loss " + std::to_string(loss) + " at step " + std::to_string(step) + ")");
-      loss_sum += loss;
+      losses.add(loss, step);
       report.samples += batch_.size;
       control.step(batch_.size, loss);
     }
-    report.mean_loss = last > first ? loss_sum / static_cast<double>(last - first) : 0;
+    report.mean_loss = losses.mean();  // over the steps that trained, as every workload averages
     return report;
   }
 
-  double evaluate(const Block& block, RunControl& control) override {
+  Metric evaluate(const Block& block, RunControl& control) override {
     torch::NoGradGuard no_grad;
     model_->eval();
     std::vector<torch::Tensor> scores, labels;  // this rank's share of the eval set
@@ -184,10 +174,6 @@ class DlrmWorkload : public Workload {
   }
 
  private:
-  WorkloadSettings settings_;
-  const Config& config_;
-  torch::Device device_;
-  std::shared_ptr<dist::Communicator> communicator_;
   Dlrm model_{nullptr};
   std::optional<dist::GradientSync> mlp_gradients_;
   std::optional<DataParallel> parallel_;
@@ -197,12 +183,11 @@ class DlrmWorkload : public Workload {
   int64_t epoch_ = -1;
 };
 
-}  // namespace
-
-std::unique_ptr<Workload> create_workload(const WorkloadSettings& settings) {
-  return std::make_unique<DlrmWorkload>(settings);
+void prepare_dataset(const Config& config, const std::string& in_dir, const std::string& out_dir) {
+  data::prepare_criteo(in_dir, out_dir, table_sizes(config));
 }
 
+// Generated day files in <out_dir>/days (with planted.json) and their prepared form in <out_dir>.
 void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
   if (!config.values().contains("dataset"))
     fail("--preset " + config.name(), "has no generated dataset; prepare the Criteo day files with `trainbench data prepare dlrm`");
@@ -222,18 +207,12 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
   prepare_dataset(config, days, out_dir);
 }
 
-void prepare_dataset(const Config& config, const std::string& in_dir, const std::string& out_dir) {
-  data::prepare_criteo(in_dir, out_dir, table_sizes(config));
-}
-
 void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
   const Config& config = settings.config;
-  torch::set_num_threads(settings.threads);
-  torch::manual_seed(settings.seed);
-  const torch::Device device = resolve_device(settings.device);
-  const auto communicator = communicator_or_single(settings);
-  const int64_t global_batch = config.integer("batch_size");
-  const int64_t batch_size = local_batch_size(config, "batch_size", communicator->world());
+  BenchRun run(settings, bench_settings);
+  const torch::Device device = run.device;
+  const auto& communicator = run.communicator;
+  const int64_t batch_size = run.local_batch;
   Dlrm model(model_options(config));
   model->to(device);
   model->train();
@@ -246,18 +225,19 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
     columns.push_back(torch::randint(size, {batch_size, 1}, torch::TensorOptions(torch::kInt64).device(device)));
   const auto sparse = torch::cat(columns, 1);
   const auto labels = torch::randint(2, {batch_size}, device).to(torch::kFloat32);
-  const double step_time = median_step_seconds(bench_settings, [&] {
+  const double step_time = run.median_step_seconds([&] {
     train_step(model, parallel, dense, sparse, labels, 0.01).item<double>();  // item() waits for the device
   });
-  const double train_flops = 3.0 * 2.0 * static_cast<double>(model->forward_macs());
-  char line[384];
-  std::snprintf(line, sizeof line,
-                "training      %10.1f samples/s  (batch %lld over %d rank(s), %s, %d threads/rank, median of %lld steps: %.5f s/step, %.1f GFLOP/s%s)\n",
-                global_batch / step_time, static_cast<long long>(global_batch), communicator->world(), device.str().c_str(),
-                settings.threads, static_cast<long long>(bench_settings.steps), step_time,
-                train_flops * global_batch / step_time / 1e9,
-                share_of_peak(train_flops * global_batch / step_time, bench_settings).c_str());
-  out << line;
+  run.print_training(out, step_time, "samples", 3.0 * 2.0 * static_cast<double>(model->forward_macs()),
+                     std::to_string(config.integers("table_sizes").size()) + " tables, dim " +
+                         std::to_string(config.integer("embedding_dim")));
+}
+
+}  // namespace
+
+WorkloadEntry registry_entry() {
+  return {"dlrm", "Recommendation: DLRM on the Criteo 1TB click logs, target AUC 0.8025", trainbench_presets_dlrm,
+          kDataset, construct_workload<DlrmWorkload>, bench, make_dataset, prepare_dataset};
 }
 
 }  // namespace trainbench::dlrm

@@ -1,5 +1,4 @@
-#include "workloads/resnet/resnet_workload.h"
-
+// The image-classification benchmark (MLPerf "resnet"): ResNet-50 v1.5 on ImageNet, LARS or SGD.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,15 +13,18 @@
 #include "dist/communicator.h"
 #include "dist/gradient_sync.h"
 #include "util/error.h"
-#include "workloads/bench_timing.h"
-#include "workloads/device.h"
+#include "workloads/common.h"
 #include "workloads/resnet/lars.h"
 #include "workloads/resnet/lr_schedule.h"
 #include "workloads/resnet/model.h"
 
+extern const char* const trainbench_presets_resnet;
+
 namespace trainbench::resnet {
 
 namespace {
+
+constexpr const char* kDataset = "an ImageNet-layout tree (train/ with a folder per class, val/)";
 
 ResNetOptions model_options(const Config& config) {
   return ResNetOptions()
@@ -92,26 +94,15 @@ std::pair<torch::Tensor, torch::Tensor> as_tensors(data::ImageBatch& batch, int6
   return {images.to(device), labels.to(device)};
 }
 
-class ResNetWorkload : public Workload {
+class ResNetWorkload : public WorkloadBase {
  public:
-  explicit ResNetWorkload(WorkloadSettings settings)
-      : settings_(std::move(settings)),
-        config_(settings_.config),
-        lars_(uses_lars(config_)),
-        device_(resolve_device(settings_.device)),
-        communicator_(communicator_or_single(settings_)) {}
+  explicit ResNetWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)), lars_(uses_lars(config_)) {}
 
   WorkloadDescription describe() const override {
-    WorkloadDescription description;
-    description.benchmark = "resnet";
-    description.preset = config_.name().substr(config_.name().find('/') + 1);
-    description.sample_unit = "img";
-    description.threads = settings_.threads;
-    description.device = device_.str();
-    description.schedule = {static_cast<double>(config_.integer("eval_first_epoch")),
-                            static_cast<double>(config_.integer("eval_interval_epochs")),
-                            static_cast<double>(config_.integer("max_epochs"))};
-    description.target = {"eval_accuracy", config_.number("target"), true};
+    WorkloadDescription description = base_description("img");
+    description.schedule.first_block = static_cast<double>(config_.integer("eval_first_epoch"));
+    description.schedule.interval = static_cast<double>(config_.integer("eval_interval_epochs"));
+    description.schedule.max_epochs = static_cast<double>(config_.integer("max_epochs"));
     const std::string prefix = lars_ ? "lars_opt_" : "sgd_opt_";
     description.hyperparameters = {
         {"global_batch_size", config_.integer("batch_size")},
@@ -135,10 +126,8 @@ class ResNetWorkload : public Workload {
   }
 
   std::vector<std::string> build() override {
-    torch::set_num_threads(settings_.threads);
-    torch::manual_seed(settings_.seed);
-    if (!std::filesystem::is_directory(settings_.data_dir))
-      fail(settings_.data_dir, "dataset directory does not exist (expected an ImageNet-layout tree with train/ and val/)");
+    seed_torch(settings_);
+    require_data_dir(kDataset);
     model_ = ResNet(model_options(config_));
     model_->to(device_);
     model_->train();
@@ -181,8 +170,7 @@ class ResNetWorkload : public Workload {
     const int64_t image_size = config_.integer("image_size");
     const double label_smoothing = config_.number("label_smoothing");
     BlockReport report;
-    double loss_sum = 0;
-    int64_t batches = 0;
+    LossMeter losses(config_);
     for (int64_t epoch = static_cast<int64_t>(block.first_epoch_num);
          epoch < static_cast<int64_t>(block.first_epoch_num + block.epoch_count); ++epoch) {
       train_loader_->start_epoch(epoch);
@@ -193,19 +181,16 @@ class ResNetWorkload : public Workload {
         const double loss_value =
             train_step(model_, *optimizer_, *gradients_, images, labels, label_smoothing, schedule_.at(step_++))
                 .item<double>();
-        if (!std::isfinite(loss_value))
-          fail(config_.name(), "training diverged (loss " + std::to_string(loss_value) + " at step " + std::to_string(step_) + ")");
-        loss_sum += loss_value;
-        ++batches;
+        losses.add(loss_value, step_);
         report.samples += batch->size;
         control.step(batch->size, loss_value);
       }
     }
-    report.mean_loss = batches ? loss_sum / batches : 0;
+    report.mean_loss = losses.mean();
     return report;
   }
 
-  double evaluate(const Block& block, RunControl& control) override {
+  Metric evaluate(const Block& block, RunControl& control) override {
     torch::NoGradGuard no_grad;
     gradients_->broadcast_buffers();  // every rank evaluates rank 0's batch-norm statistics
     model_->eval();
@@ -220,18 +205,12 @@ class ResNetWorkload : public Workload {
       control.check_interrupt();
     }
     model_->train();
-    std::vector<double> counts{static_cast<double>(correct), static_cast<double>(total)};
-    communicator_->sum(counts);  // each rank evaluated its own shard
-    if (counts[1] == 0) fail(settings_.data_dir + "/val", "no readable validation images");
-    return counts[0] / counts[1];
+    return fraction_over_ranks(static_cast<double>(correct), static_cast<double>(total), settings_.data_dir + "/val",
+                               "no readable validation images");
   }
 
  private:
-  WorkloadSettings settings_;
-  const Config& config_;
   bool lars_;
-  torch::Device device_;
-  std::shared_ptr<dist::Communicator> communicator_;
   ResNet model_{nullptr};
   std::optional<Lars> optimizer_;
   std::optional<dist::GradientSync> gradients_;
@@ -239,12 +218,6 @@ class ResNetWorkload : public Workload {
   PolyWarmupSchedule schedule_;
   int64_t step_ = 0;
 };
-
-}  // namespace
-
-std::unique_ptr<Workload> create_workload(const WorkloadSettings& settings) {
-  return std::make_unique<ResNetWorkload>(settings);
-}
 
 void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
   if (!config.values().contains("dataset"))
@@ -261,12 +234,10 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
 
 void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
   const Config& config = settings.config;
-  torch::set_num_threads(settings.threads);
-  torch::manual_seed(settings.seed);
-  const torch::Device device = resolve_device(settings.device);
-  const auto communicator = communicator_or_single(settings);
-  const int64_t global_batch = config.integer("batch_size"), image_size = config.integer("image_size");
-  const int64_t batch_size = local_batch_size(config, "batch_size", communicator->world());
+  BenchRun run(settings, bench_settings);
+  const torch::Device device = run.device;
+  const auto& communicator = run.communicator;
+  const int64_t image_size = config.integer("image_size"), batch_size = run.local_batch;
   ResNet model(model_options(config));
   model->to(device);
   model->train();
@@ -277,30 +248,21 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   const auto images = torch::randn({batch_size, 3, image_size, image_size}, device);
   const auto labels = torch::randint(config.integer("num_classes"), {batch_size}, torch::TensorOptions(torch::kInt64).device(device));
   int64_t calls = 0;
-  const double median_seconds = median_step_seconds(bench_settings, [&] {
+  const double step_time = run.median_step_seconds([&] {
     if (calls++ == bench_settings.warmup_steps) gradients.reset_stats();  // communication of the timed steps only
     // item() waits for the device, so the whole step is timed.
     train_step(model, optimizer, gradients, images, labels, config.number("label_smoothing"), 0.01).item<double>();
   });
-  // The slowest rank sets the pace: report rank-averaged step time and communication figures.
-  std::vector<double> figures{median_seconds, gradients.stats().exposed_wait_seconds,
-                              gradients.stats().last_bucket_wait_seconds};
+  run.print_training(out, step_time, "img", 3.0 * 2.0 * static_cast<double>(model->forward_macs(image_size)),
+                     std::to_string(image_size) + " px");
+  // The slowest rank sets the pace: report rank-averaged communication figures.
+  std::vector<double> figures{gradients.stats().exposed_wait_seconds, gradients.stats().last_bucket_wait_seconds};
   communicator->sum(figures);
   for (double& figure : figures) figure /= communicator->world();
-  const double step_time = figures[0];
-  const double train_flops = 3.0 * 2.0 * static_cast<double>(model->forward_macs(image_size));
-  const double flops_per_second = train_flops * global_batch / step_time;
   char line[384];
-  std::snprintf(line, sizeof line,
-                "training      %10.1f img/s  (batch %lld over %d rank(s), %lld px, %s, %d threads/rank, median of %lld steps: %.4f s/step, %.1f GFLOP/s%s)\n",
-                global_batch / step_time, static_cast<long long>(global_batch), communicator->world(),
-                static_cast<long long>(image_size), device.str().c_str(), settings.threads,
-                static_cast<long long>(bench_settings.steps), step_time, flops_per_second / 1e9,
-                share_of_peak(flops_per_second, bench_settings).c_str());
-  out << line;
   if (communicator->world() > 1) {
     const double steps = static_cast<double>(std::max<int64_t>(1, gradients.stats().steps));
-    const double exposed = figures[1] / steps, last_bucket = figures[2] / steps;
+    const double exposed = figures[0] / steps, last_bucket = figures[1] / steps;
     std::snprintf(line, sizeof line,
                   "all-reduce    %d bucket(s), %.2f MB/step over %s; waiting after backward %.2f ms/step (%.1f%% of the step),"
                   " of which %.2f ms on the last bucket, which cannot overlap; overlappable wait %.1f%% of the step\n",
@@ -334,6 +296,13 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
                 static_cast<long long>(config.integer("loader_threads")),
                 seconds > 0 ? (samples / seconds) / (batch_size / step_time) : 0.0);
   out << line;
+}
+
+}  // namespace
+
+WorkloadEntry registry_entry() {
+  return {"resnet", "Image classification: ResNet-50 v1.5 on ImageNet, target top-1 0.759", trainbench_presets_resnet,
+          kDataset, construct_workload<ResNetWorkload>, bench, make_dataset, /*prepare_dataset=*/nullptr};
 }
 
 }  // namespace trainbench::resnet

@@ -1,4 +1,4 @@
-#include "workloads/device.h"
+#include "dist/device.h"
 
 #include "util/error.h"
 

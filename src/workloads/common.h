@@ -1,0 +1,84 @@
+#pragma once
+// What every workload does alike, written once: its settings, device and ranks; the description preamble
+// (benchmark, preset, target from the preset, threads, device, the effective config and the user's
+// overrides); seeding; the per-rank share of the global batch; the block's loss meter with its divergence
+// check; fractions summed over ranks; and the `bench` scaffolding with its one output line.
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "workloads/registry.h"
+
+namespace trainbench {
+
+// settings.communicator, or a communicator for this process alone.
+std::shared_ptr<dist::Communicator> communicator_or_single(const WorkloadSettings& settings);
+
+// The per-rank share of a global batch; an Error naming `field` when the world does not divide it.
+int64_t local_batch_size(const Config& config, const std::string& field, int world);
+
+// Compute threads and the seed of LibTorch's generators, before anything random is built.
+void seed_torch(const WorkloadSettings& settings);
+
+class WorkloadBase : public Workload {
+ protected:
+  explicit WorkloadBase(WorkloadSettings settings);
+
+  // The preamble every description shares; the workload adds its schedule and hyperparameters.
+  WorkloadDescription base_description(const std::string& sample_unit) const;
+  // An Error naming --data when the dataset directory is missing; `expected` says what it should hold.
+  void require_data_dir(const std::string& expected) const;
+  int64_t local_batch(const std::string& field) const;
+  // count / total with both summed over the ranks (each evaluated its own shard); an Error naming `where`
+  // when no rank counted anything.
+  double fraction_over_ranks(double count, double total, const std::string& where, const std::string& what_is_empty) const;
+
+  WorkloadSettings settings_;
+  const Config& config_;
+  torch::Device device_;
+  std::shared_ptr<dist::Communicator> communicator_;
+};
+
+// The mean training loss of a block. A loss that is not finite stops the run: an Error naming the preset
+// and the step, as every workload reports divergence.
+class LossMeter {
+ public:
+  explicit LossMeter(const Config& config) : config_(config) {}
+  void add(double loss, int64_t step);
+  double mean() const { return steps_ ? sum_ / static_cast<double>(steps_) : 0; }
+
+ private:
+  const Config& config_;
+  double sum_ = 0;
+  int64_t steps_ = 0;
+};
+
+// `trainbench bench <benchmark>`: the threads, seed, device and ranks of the measurement, the global and
+// per-rank batch (the preset's batch_size), and the one way every workload times and reports a step.
+class BenchRun {
+ public:
+  BenchRun(const WorkloadSettings& settings, const BenchSettings& bench_settings);
+
+  // Calls `step` warmup_steps times untimed, then `steps` times timed; returns the median seconds per call,
+  // averaged over the ranks (the slowest rank sets the pace, and every rank must call this). `step` must
+  // wait for the device before it returns (e.g. end in item()).
+  double median_step_seconds(const std::function<void()>& step);
+  // "training      1234.5 img/s  (batch 128 over 1 rank(s), <details>, cpu, 2 threads/rank, median of 20
+  // steps: 0.1037 s/step, 12.3 GFLOP/s[, share of the measured peak])"
+  void print_training(std::ostream& out, double step_seconds, const std::string& sample_unit, double flops_per_sample,
+                      const std::string& details) const;
+
+  const WorkloadSettings& settings;
+  const BenchSettings& bench;
+  const torch::Device device;
+  const std::shared_ptr<dist::Communicator> communicator;
+  const int64_t global_batch, local_batch;
+};
+
+// ", 41.3% of measured fp32 peak 152.0 GFLOP/s" for a bench line's achieved FLOP/s, or "" without --peak.
+std::string share_of_peak(double flops_per_second, const BenchSettings& settings);
+
+}  // namespace trainbench

@@ -1,0 +1,63 @@
+// The registry is the one list of benchmarks: every folder under src/workloads/ is registered, every preset
+// of every benchmark describes itself (target from the preset, schedule, hyperparameters) without data, and
+// the generated table in docs/benchmarks.md matches it.
+#include <filesystem>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "support/error_message.h"
+#include "util/atomic_file.h"
+#include "workloads/registry.h"
+
+namespace trainbench {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Registry, EveryBenchmarkFolderIsRegisteredAndNothingElse) {
+  std::set<std::string> folders, registered;
+  for (const auto& item : fs::directory_iterator(TRAINBENCH_WORKLOADS_SOURCE_DIR))
+    if (item.is_directory()) folders.insert(item.path().filename().string());
+  for (const auto& entry : workload_registry()) registered.insert(entry.name);
+  EXPECT_EQ(folders, registered);
+}
+
+TEST(Registry, EveryPresetDescribesItselfWithATargetFromThePreset) {
+  for (const auto& entry : workload_registry()) {
+    const std::vector<std::string> presets = Config::preset_names(entry.name, entry.presets_json);
+    for (const char* required : {"tiny", "mini", "reference"})
+      EXPECT_NE(std::find(presets.begin(), presets.end(), required), presets.end()) << entry.name << " has no " << required;
+    for (const std::string& preset : presets) {
+      SCOPED_TRACE(entry.name + "/" + preset);
+      WorkloadSettings settings;
+      settings.config = Config::from_presets(entry.name, entry.presets_json, preset, {});
+      settings.device = "cpu";
+      const WorkloadDescription description = entry.create(settings)->describe();
+      EXPECT_EQ(description.benchmark, entry.name);
+      EXPECT_EQ(description.preset, preset);
+      EXPECT_EQ(description.target.threshold.to_json(), settings.config.values().at("target"));
+      EXPECT_EQ(description.uses_dataset, entry.uses_dataset());
+      EXPECT_FALSE(description.schedule.blocks().empty());
+      EXPECT_EQ(description.effective_config, settings.config.values());
+      // The presets a user can generate data for say how; the reference needs the real dataset.
+      if (entry.make_dataset) {
+        EXPECT_EQ(settings.config.values().contains("dataset"), preset != "reference");
+      }
+    }
+  }
+}
+
+TEST(Registry, UnknownBenchmarkNamesTheKnownOnes) {
+  EXPECT_EQ(testing::error_message([] { find_workload("resnet50"); }),
+            "benchmark 'resnet50': unknown (expected one of: " + benchmark_names() + ")");
+}
+
+TEST(Registry, DocsBenchmarkTableIsGeneratedFromTheRegistry) {
+  const std::string doc = read_file(TRAINBENCH_BENCHMARKS_DOC);
+  EXPECT_NE(doc.find(benchmark_table_markdown()), std::string::npos)
+      << "docs/benchmarks.md is stale: regenerate its table with `trainbench benchmarks --markdown`";
+}
+
+}  // namespace
+}  // namespace trainbench
