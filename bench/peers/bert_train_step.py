@@ -8,18 +8,12 @@ The model is the parity test's independent reference (tests/workloads/bert/bert_
 preset's dropout; LAMB is written the way a PyTorch user writes an optimizer (torch.optim style: one loop
 over the parameters, tensor ops, no host synchronisation). Settings come from presets/bert.json.
 """
-import argparse
-import json
-import os
-import statistics
-import sys
-import time
+import torch
+import torch.nn.functional as F
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "workloads", "bert"))
+import step_timing
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+step_timing.use_reference("bert")
 from bert_reference import BertForPreTraining  # noqa: E402
 
 
@@ -61,22 +55,7 @@ class Lamb(torch.optim.Optimizer):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", default="mini")
-    parser.add_argument("--set", action="append", default=[], help="key=value override, as in trainbench")
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
-    args = parser.parse_args()
-
-    with open(os.path.join(ROOT, "presets", "bert.json")) as f:
-        config = json.load(f)[args.preset]
-    for assignment in args.set:
-        key, value = assignment.split("=", 1)
-        config[key] = json.loads(value)
-
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    args, config = step_timing.setup("bert", __doc__)
     model = BertForPreTraining(config["vocab_size"], config["hidden"], config["layers"], config["heads"],
                                config["intermediate"], config["max_positions"], dropout=config["dropout"])
     model.train()
@@ -94,20 +73,17 @@ def main():
     masked_ids = 2000 + torch.arange(batch)[:, None] + torch.arange(preds)[None]
     next_sentence = torch.arange(batch) % 2
 
-    step_seconds = []
-    for step in range(args.warmup + args.steps):
-        begin = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        mlm, nsp, (rows, slots) = model(input_ids, segment_ids, input_mask, positions)
-        loss = F.cross_entropy(mlm, masked_ids[rows, slots]) + F.cross_entropy(nsp, next_sentence)
-        loss.backward()
-        optimizer.step()
-        loss.item()
-        if step >= args.warmup:
-            step_seconds.append(time.perf_counter() - begin)
-    median = statistics.median(step_seconds)
-    print(f"python3-torch {torch.__version__}: training {batch / median:10.1f} seq/s  (batch {batch}, seq {seq}, "
-          f"{preds} predictions, {args.threads} threads, median of {args.steps} steps: {median:.4f} s/step)")
+    def steps():
+        while True:
+            optimizer.zero_grad(set_to_none=True)
+            mlm, nsp, (rows, slots) = model(input_ids, segment_ids, input_mask, positions)
+            loss = F.cross_entropy(mlm, masked_ids[rows, slots]) + F.cross_entropy(nsp, next_sentence)
+            loss.backward()
+            optimizer.step()
+            loss.item()
+            yield
+
+    step_timing.time_steps(args, steps(), batch, "seq/s", [f"seq {seq}", f"{preds} predictions"])
 
 
 if __name__ == "__main__":
