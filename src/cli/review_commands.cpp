@@ -53,11 +53,27 @@ std::string without_trailing_slash(std::string path) {
   return path;
 }
 
+// The choices the official tools offer as flags (--rcp_bypass, --bert_train_samples) plus --strict.
+struct VerdictFlags {
+  review::ReviewOptions options;
+
+  void add_to(CLI::App* command) {
+    command->add_flag("--rcp-bypass", options.rcp_bypass,
+                      "Accept failed RCP checks, except a missing RCP (the submitter must notify the chair; "
+                      "reported as warnings)");
+    command->add_flag("--bert-train-samples", options.checks.bert_train_samples,
+                      "BERT converges at the logged train_samples, not at the eval epoch_num (the RCP checker's "
+                      "--bert_train_samples)");
+    command->add_flag("--strict", options.checks.strict,
+                      "Where the rules text is stricter than the official v1.1 tools, fail instead of warning");
+  }
+};
+
 struct ReviewFlags {
   RulesetFlags ruleset;
+  VerdictFlags verdict;
   std::string folder;
   std::vector<std::string> logs;
-  bool rcp_bypass = false;
   bool json = false;
 };
 
@@ -69,8 +85,7 @@ void add_review(CLI::App& app, CommandContext& context) {
   command->add_option("--log", flags->logs, "Check one result log (repeatable) instead of a folder")
       ->check(CLI::ExistingFile);
   flags->ruleset.add_to(command);
-  command->add_flag("--rcp-bypass", flags->rcp_bypass,
-                    "Accept failed RCP checks (the submitter must notify the chair; reported as warnings)");
+  flags->verdict.add_to(command);
   command->add_flag("--json", flags->json, "Print the review as JSON instead of text");
   command->callback([flags, &context] {
     if (flags->folder.empty() == flags->logs.empty())
@@ -79,7 +94,7 @@ void add_review(CLI::App& app, CommandContext& context) {
     if (!flags->logs.empty()) {
       nlohmann::ordered_json runs = nlohmann::ordered_json::array();
       for (const auto& path : flags->logs) {
-        const review::RunReview run = review::review_log_file(path, ruleset);
+        const review::RunReview run = review::review_log_file(path, ruleset, flags->verdict.options.checks);
         if (!run.compliant() || !run.converged()) context.exit_code = 1;
         if (flags->json)
           runs.push_back(review::run_to_json(run));
@@ -89,11 +104,11 @@ void add_review(CLI::App& app, CommandContext& context) {
       if (flags->json) std::cout << json_text(runs);
       return;
     }
-    review::ReviewOptions options;
-    options.rcp_bypass = flags->rcp_bypass;
     const review::SubmissionReview result =
-        review::review_submission(without_trailing_slash(flags->folder), ruleset, options);
-    if (!result.valid()) context.exit_code = 1;
+        review::review_submission(without_trailing_slash(flags->folder), ruleset, flags->verdict.options);
+    // A failed RCP check alone gets its own status: the review committee may accept it (--rcp-bypass).
+    if (result.verdict() == review::Verdict::kInvalid) context.exit_code = 1;
+    if (result.verdict() == review::Verdict::kRcpFailed) context.exit_code = 3;
     std::cout << (flags->json ? json_text(review::submission_to_json(result)) : review::format_submission_text(result));
   });
 }
@@ -172,7 +187,7 @@ struct ReportFlags {
   std::string out;
   std::string title = "trainbench results";
   bool compare = false;
-  bool rcp_bypass = false;
+  VerdictFlags verdict;
 };
 
 void add_report(CLI::App& app, CommandContext& context) {
@@ -185,17 +200,15 @@ void add_report(CLI::App& app, CommandContext& context) {
   command->add_option("--title", flags->title, "Page title")->capture_default_str();
   command->add_flag("--compare", flags->compare,
                     "Compare two folders: the speedup of the second over the first per benchmark");
-  command->add_flag("--rcp-bypass", flags->rcp_bypass, "Review with failed RCP checks accepted");
+  flags->verdict.add_to(command);
   flags->ruleset.add_to(command);
   command->callback([flags, &context] {
     if (flags->compare && flags->folders.size() != 2) fail("report --compare", "needs exactly two folders");
     const Ruleset ruleset = flags->ruleset.load();
-    review::ReviewOptions options;
-    options.rcp_bypass = flags->rcp_bypass;
     std::vector<review::ReportInput> inputs;
     for (const auto& folder : flags->folders) {
       const std::string path = without_trailing_slash(folder);
-      inputs.push_back({path, review::review_submission(path, ruleset, options)});
+      inputs.push_back({path, review::review_submission(path, ruleset, flags->verdict.options)});
       if (!inputs.back().review.valid()) context.exit_code = 1;
     }
     review::ReportOptions report_options;
@@ -203,7 +216,8 @@ void add_report(CLI::App& app, CommandContext& context) {
     report_options.compare = flags->compare;
     for (const auto& path : review::write_report(review::render_report(inputs, report_options), flags->out))
       std::cout << "wrote " << path << "\n";
-    if (context.exit_code != 0) std::cout << "some results are INVALID; `trainbench review <folder>` says why\n";
+    if (context.exit_code != 0)
+      std::cout << "some results are INVALID or failed their RCP check; `trainbench review <folder>` says why\n";
   });
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <set>
@@ -13,6 +15,24 @@ namespace {
 using nlohmann::json;
 
 std::string key_name(const std::string& key) { return "'" + printable(key, 80) + "'"; }
+
+std::string minutes_text(double ms) { return format_number(std::round(ms / 600.0) / 100.0) + " minutes"; }
+
+// Python's round(value, decimals), which the rcp_checker applies to epoch_num: the exact binary value rounded
+// to the nearest decimal, ties to even. printf rounds the exact value the same way.
+double round_like_python(double value, int decimals) {
+  char text[512];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return std::strtod(text, nullptr);
+}
+
+// A number, or the one number in a one-element list (Graphcore logs train_samples as [3872218]; the
+// rcp_checker's numpy mean reads it as that number).
+std::optional<double> single_number(const json& value) {
+  if (value.is_number()) return value.get<double>();
+  if (value.is_array() && value.size() == 1 && value[0].is_number()) return value[0].get<double>();
+  return std::nullopt;
+}
 
 // Events of the log indexed by key, in file order.
 class EventIndex {
@@ -51,8 +71,8 @@ class EventIndex {
 
 class LogChecker {
  public:
-  LogChecker(const ParsedLog& log, const Ruleset& ruleset, RunReview& review)
-      : log_(log), ruleset_(ruleset), review_(review), index_(log.events) {}
+  LogChecker(const ParsedLog& log, const Ruleset& ruleset, const LogCheckOptions& options, RunReview& review)
+      : log_(log), ruleset_(ruleset), options_(options), review_(review), index_(log.events) {}
 
   void run() {
     resolve_configs();
@@ -172,11 +192,26 @@ class LogChecker {
         const double elapsed = event.time_ms - first->time_ms;
         if (!(elapsed < rule.within_ms))
           add(Severity::kError, event.line,
-              name + " is " + format_number(std::round(elapsed / 600.0) / 100.0) + " minutes after the first " +
-                  key_name(rule.within_ms_of_first_key) + "; the limit is " + format_number(rule.within_ms / 60000.0) +
-                  " minutes" + origin);
+              name + " is " + minutes_text(elapsed) + " after the first " + key_name(rule.within_ms_of_first_key) +
+                  "; the limit is " + format_number(rule.within_ms / 60000.0) + " minutes" + origin);
+        else if (rule.rules_text)
+          check_rules_text(*rule.rules_text, event, name, rule.within_ms);
       }
     }
+  }
+
+  // Only reached when the checker's own limit holds, so the text's stricter limit is the only question.
+  void check_rules_text(const RulesTextLimit& text, const LogEvent& event, const std::string& name,
+                        double checker_ms) {
+    const LogEvent* first = index_.first(text.within_ms_of_first_key);
+    if (!first) return;
+    const double elapsed = event.time_ms - first->time_ms;
+    if (elapsed < text.within_ms) return;
+    add(options_.strict ? Severity::kError : Severity::kWarning, event.line,
+        name + " is " + minutes_text(elapsed) + " after the first " + key_name(text.within_ms_of_first_key) +
+            ": the rules text says \"" + text.quote + "\" (" + text.source +
+            "), the v1.1 compliance checker allows " + format_number(checker_ms / 60000.0) + " minutes" +
+            (options_.strict ? " (--strict)" : "; an error with --strict"));
   }
 
   // A trainbench preset (e.g. "mini") trains to its own, lower target and logs it; the run is held to that.
@@ -336,26 +371,13 @@ class LogChecker {
     if (run_start && run_stop && *run_stop > *run_start)
       review_.minutes = (index_.at(*run_stop).time_ms - start_ms) / 60000.0;
 
-    const BenchmarkRules* benchmark = ruleset_.benchmark(review_.benchmark);
-    review_.convergence_unit = benchmark ? benchmark->convergence : "epoch_num";
     const std::string metric = target_ ? target_->key : "eval_accuracy";
-    const size_t end = run_stop.value_or(log_.events.size());
-    if (review_.convergence_unit == "train_samples") {
-      for (const size_t position : index_.positions("train_samples"))
-        if (position < end && index_.at(position).value.is_number())
-          review_.convergence = index_.at(position).value.get<double>();
-    } else {
-      for (const size_t position : index_.positions(metric)) {
-        const auto epoch = index_.at(position).metadata.find("epoch_num");
-        if (position < end && epoch != index_.at(position).metadata.end() && epoch->is_number())
-          review_.convergence = epoch->get<double>();
-      }
-    }
+    extract_convergence(metric, run_stop.value_or(log_.events.size()));
     if (run_start) {
       const std::string plotted_field =
           target_ && !target_->field_thresholds.empty() ? target_->field_thresholds.begin()->first : "";
       for (const size_t position : index_.positions(metric)) {
-        if (position < *run_start || position > end) continue;
+        if (position < *run_start || position > run_stop.value_or(log_.events.size())) continue;
         const LogEvent& event = index_.at(position);
         const json& value =
             plotted_field.empty() || !event.value.is_object() ? event.value : event.value.value(plotted_field, json());
@@ -365,15 +387,35 @@ class LogChecker {
     }
     for (const size_t position : index_.positions("seed")) {
       const LogEvent& event = index_.at(position);
-      review_.seeds.push_back({event.value, event.line});
-      ValueCheck integer;
-      integer.integer = true;
-      if (auto problem = check_value(integer, event.value)) add(Severity::kError, event.line, "'seed': " + *problem);
+      review_.seeds.push_back({event.value, event.metadata, event.line});
+    }
+  }
+
+  // The convergence point as the v1.1 rcp_checker reads it: the value current at run_stop, from the last
+  // metric line (its epoch_num, rounded) or, for BERT with --bert-train-samples, the last train_samples line.
+  void extract_convergence(const std::string& metric, size_t run_stop) {
+    const BenchmarkRules* benchmark = ruleset_.benchmark(review_.benchmark);
+    review_.convergence_unit = benchmark ? benchmark->convergence : "epoch_num";
+    if (benchmark && benchmark->train_samples_convergence && options_.bert_train_samples)
+      review_.convergence_unit = "train_samples";
+    if (review_.convergence_unit == "train_samples") {
+      for (const size_t position : index_.positions("train_samples"))
+        if (position < run_stop)
+          if (const auto samples = single_number(index_.at(position).value)) review_.convergence = samples;
+      return;
+    }
+    for (const size_t position : index_.positions(metric)) {
+      const auto& metadata = index_.at(position).metadata;
+      const auto epoch = metadata.find("epoch_num");
+      if (position >= run_stop || epoch == metadata.end() || !epoch->is_number()) continue;
+      const int decimals = ruleset_.rcp.epoch_decimals;
+      review_.convergence = decimals < 0 ? epoch->get<double>() : round_like_python(epoch->get<double>(), decimals);
     }
   }
 
   const ParsedLog& log_;
   const Ruleset& ruleset_;
+  const LogCheckOptions& options_;
   RunReview& review_;
   EventIndex index_;
   std::map<std::string, KeyRule> rules_;
@@ -383,11 +425,11 @@ class LogChecker {
 
 }  // namespace
 
-RunReview review_log(const ParsedLog& log, const Ruleset& ruleset) {
+RunReview review_log(const ParsedLog& log, const Ruleset& ruleset, const LogCheckOptions& options) {
   RunReview review;
   review.path = log.path;
   review.findings = log.findings;
-  LogChecker(log, ruleset, review).run();
+  LogChecker(log, ruleset, options, review).run();
   std::stable_sort(review.findings.begin(), review.findings.end(),
                    [](const Finding& a, const Finding& b) { return a.line < b.line; });
   return review;
@@ -405,6 +447,7 @@ std::set<std::string> keys_read_by_review(const Ruleset& ruleset) {
       keys.insert(rule.after.begin(), rule.after.end());
       keys.insert(rule.not_after.begin(), rule.not_after.end());
       if (!rule.within_ms_of_first_key.empty()) keys.insert(rule.within_ms_of_first_key);
+      if (rule.rules_text) keys.insert(rule.rules_text->within_ms_of_first_key);
     }
     if (config.target) keys.insert(config.target->key);
     if (config.tensors) keys.insert(config.tensors->key);
@@ -413,11 +456,11 @@ std::set<std::string> keys_read_by_review(const Ruleset& ruleset) {
   return keys;
 }
 
-RunReview review_log_file(const std::string& path, const Ruleset& ruleset) {
+RunReview review_log_file(const std::string& path, const Ruleset& ruleset, const LogCheckOptions& options) {
   ParseLimits limits;
   const std::set<std::string> keys = keys_read_by_review(ruleset);
   limits.keep_key = [&keys](const std::string& key) { return keys.count(key) > 0; };
-  return review_log(parse_log_file(path, limits), ruleset);
+  return review_log(parse_log_file(path, limits), ruleset, options);
 }
 
 }  // namespace trainbench::review

@@ -24,7 +24,17 @@ struct CurvePoint {
 
 struct LoggedSeed {
   nlohmann::json value;
+  nlohmann::json metadata;  // the seed checker tells seeds apart by the source file and line logged here
   int line = 0;
+};
+
+// Choices a reviewer makes that the official tools also offer as flags.
+struct LogCheckOptions {
+  // Where the rules text is stricter than the official checker, fail instead of warning.
+  bool strict = false;
+  // The rcp_checker's --bert_train_samples: BERT converges at the logged train_samples, not at the eval
+  // epoch_num (v1.1 BERT submitters used one or the other).
+  bool bert_train_samples = false;
 };
 
 struct RunReview {
@@ -38,22 +48,28 @@ struct RunReview {
   bool target_reached = false;
   std::string run_stop_status;  // "success", "aborted", ... ("" when missing)
   std::optional<double> minutes;
-  std::optional<double> convergence;  // epoch_num (or train_samples for BERT) of the last eval before run_stop
-  std::string convergence_unit;       // "epoch_num" or "train_samples"
+  // What the v1.1 rcp_checker reads as the convergence point: epoch_num of the last eval_accuracy before
+  // run_stop (rounded as the ruleset says), or with --bert-train-samples BERT's last train_samples value.
+  std::optional<double> convergence;
+  std::string convergence_unit;  // "epoch_num" or "train_samples"
   std::optional<double> global_batch_size;
-  std::vector<LoggedSeed> seeds;
+  std::vector<LoggedSeed> seeds;  // in file order
   std::vector<CurvePoint> curve;     // the target metric against minutes since run_start
   std::vector<std::string> configs;  // rule configs applied, in order
 
   bool compliant() const { return !has_errors(findings); }
   // What scoring counts: a compliant log whose run_stop says success and that reached its target.
   bool converged() const { return compliant() && run_stop_status == "success" && target_reached; }
+  // What the RCP checker counts: run_stop says success, whatever else the log fails.
+  std::optional<double> rcp_convergence() const {
+    return run_stop_status == "success" ? convergence : std::nullopt;
+  }
 };
 
-RunReview review_log(const ParsedLog& log, const Ruleset& ruleset);
+RunReview review_log(const ParsedLog& log, const Ruleset& ruleset, const LogCheckOptions& options = {});
 
 // Parses the file keeping only the events review_log reads (see keys_read_by_review), then reviews it.
-RunReview review_log_file(const std::string& path, const Ruleset& ruleset);
+RunReview review_log_file(const std::string& path, const Ruleset& ruleset, const LogCheckOptions& options = {});
 
 // Every key a review with this ruleset looks at: the rule files' keys plus those scoring extracts.
 std::set<std::string> keys_read_by_review(const Ruleset& ruleset);

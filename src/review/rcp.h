@@ -61,13 +61,22 @@ RcpPoint interpolate_rcp(double batch_size, const RcpPoint& low, const RcpPoint&
 struct RcpVerdict {
   bool passed = false;
   bool bypassed = false;    // failed, but --rcp-bypass turned it into a pass
+  // Whether the verdict counts: the v1.1 package checker checks RCPs of closed-division results only, and
+  // not for benchmarks without RCPs (MiniGo). The others still get the rcp_checker's own verdict, for
+  // information.
+  bool required = true;
+  std::string unit;         // what the convergence points count: "epoch_num" or "train_samples"
   std::string outcome;      // "RCP found", "RCP Interpolation", "RCP not found but ...", "Missing RCP", ...
   std::string explanation;  // one sentence with the numbers
   std::optional<RcpPoint> reference;
   std::optional<double> submission_mean;
+
+  // The rcp_checker's last line: "RCP found, RCP test PASSED".
+  std::string summary() const { return outcome + ", RCP test " + (passed ? "PASSED" : "FAILED"); }
 };
 
 // `convergence` has one entry per run: the epochs (or samples) it converged at, or nothing when it did not.
+// A table without points (a benchmark without RCPs) gives "Cannot find any RCPs".
 RcpVerdict check_rcp(const RcpTable& table, double batch_size, const std::vector<std::optional<double>>& convergence,
                      const RcpParameters& parameters, bool bypass, bool bypass_covers_missing);
 

@@ -302,10 +302,11 @@ ReportFiles render_report(const std::vector<ReportInput>& inputs, const ReportOp
       }
       std::string reasons;
       for (const auto& reason : review->invalid_reasons()) reasons += (reasons.empty() ? "" : "\n") + reason;
-      html += review->valid()
-                  ? "<td class=\"num\">" + text(cell) + "</td>"
-                  : "<td class=\"num invalid\" title=\"" + text(reasons, 2000) + "\">" + text(cell) + " INVALID</td>";
-      md += " " + markdown_cell(cell) + (review->valid() ? "" : " INVALID") + " |";
+      const std::string marker = review->valid() ? "" : std::string(" ") + verdict_name(review->verdict());
+      html += review->valid() ? "<td class=\"num\">" + text(cell) + "</td>"
+                              : "<td class=\"num invalid\" title=\"" + text(reasons, 2000) + "\">" + text(cell) +
+                                    marker + "</td>";
+      md += " " + markdown_cell(cell) + marker + " |";
       const RcpVerdict* rcp = review->rcp ? &*review->rcp : nullptr;
       files.csv += csv_field(row.folder) + "," + csv_field(row.system) + "," + csv_field(row.hardware) + "," +
                    csv_field(benchmark) + "," + (review->valid() ? "true" : "false") + "," +
@@ -330,7 +331,7 @@ ReportFiles render_report(const std::vector<ReportInput>& inputs, const ReportOp
       const auto found = row.results.find(benchmark);
       if (found == row.results.end()) continue;
       const BenchmarkReview& review = *found->second;
-      const std::string verdict = review.valid() ? "VALID" : "INVALID";
+      const std::string verdict = verdict_name(review.verdict());
       const std::string rcp =
           review.rcp ? (review.rcp->passed ? "pass" : "fail") + std::string(" (") + review.rcp->outcome + ")" : "";
       std::string reasons_html, reasons_md;

@@ -57,6 +57,12 @@ std::string score_text(const BenchmarkReview& benchmark) {
          " dropped at each end)";
 }
 
+// "RCP found, RCP test PASSED (epoch_num): mean 35.0000 >= minimum ..." plus whether it counts.
+std::string rcp_text(const RcpVerdict& rcp) {
+  return rcp.summary() + (rcp.unit.empty() ? "" : " (" + rcp.unit + ")") +
+         (rcp.explanation.empty() ? "" : ": " + rcp.explanation) + (rcp.required ? "" : " [not required]");
+}
+
 }  // namespace
 
 std::string format_minutes(double minutes) {
@@ -100,7 +106,7 @@ std::string format_submission_text(const SubmissionReview& review) {
   std::string out =
       "trainbench review of " + printable(review.root, 400) + " (ruleset " + review.ruleset_version + ")\n";
   append_findings(out, review.findings, "  ");
-  int runs = 0, benchmarks = 0, errors = count_findings(review.findings, Severity::kError);
+  int runs = 0, benchmarks = 0, rcp_failures = 0, errors = count_findings(review.findings, Severity::kError);
   int warnings = count_findings(review.findings, Severity::kWarning);
   for (const auto& system : review.systems) {
     out += "\nsystem " + printable(system.name, 100);
@@ -115,9 +121,9 @@ std::string format_submission_text(const SubmissionReview& review) {
     warnings += count_findings(system.findings, Severity::kWarning);
     for (const auto& benchmark : system.benchmarks) {
       ++benchmarks;
-      out += "\n  " + printable(benchmark.benchmark, 60) + ": " + (benchmark.valid() ? "VALID" : "INVALID") + ", " +
+      out += "\n  " + printable(benchmark.benchmark, 60) + ": " + verdict_name(benchmark.verdict()) + ", " +
              score_text(benchmark) + "\n";
-      for (const auto& reason : benchmark.invalid_reasons()) out += "    invalid: " + reason + "\n";
+      for (const auto& reason : benchmark.invalid_reasons()) out += "    reason: " + reason + "\n";
       out += "    " + pad("run", 16) + pad("verdict", 20) + pad("minutes", 10) + "converged at\n";
       for (const auto& run : benchmark.runs) {
         ++runs;
@@ -130,14 +136,16 @@ std::string format_submission_text(const SubmissionReview& review) {
         errors += count_findings(run.findings, Severity::kError);
         warnings += count_findings(run.findings, Severity::kWarning);
       }
+      if (benchmark.rcp) out += "    RCP check: " + rcp_text(*benchmark.rcp) + "\n";
+      if (benchmark.verdict() == Verdict::kRcpFailed) ++rcp_failures;
       append_findings(out, benchmark.findings, "    ");
       errors += count_findings(benchmark.findings, Severity::kError);
       warnings += count_findings(benchmark.findings, Severity::kWarning);
     }
   }
-  out += "\n" + std::string(review.valid() ? "VALID" : "INVALID") + ": " + counted(review.systems.size(), "system") +
-         ", " + counted(benchmarks, "benchmark") + ", " + counted(runs, "run") + "; " + counted(errors, "error") +
-         ", " + counted(warnings, "warning") + "\n";
+  out += "\n" + std::string(verdict_name(review.verdict())) + ": " + counted(review.systems.size(), "system") + ", " +
+         counted(benchmarks, "benchmark") + ", " + counted(runs, "run") + "; " + counted(errors, "error") + ", " +
+         counted(rcp_failures, "failed RCP check") + ", " + counted(warnings, "warning") + "\n";
   return out;
 }
 
@@ -164,6 +172,7 @@ ordered_json submission_to_json(const SubmissionReview& review) {
   out["root"] = printable(review.root, 400);
   out["ruleset"] = review.ruleset_version;
   out["valid"] = review.valid();
+  out["verdict"] = verdict_name(review.verdict());
   out["package_layout"] = review.package_layout;
   out["findings"] = findings_to_json(review.findings);
   out["systems"] = ordered_json::array();
@@ -173,12 +182,14 @@ ordered_json submission_to_json(const SubmissionReview& review) {
     system_json["description"] = printable(system.description_path, 400);
     system_json["hardware"] = printable(hardware_label(system.description), 200);
     system_json["valid"] = system.valid();
+    system_json["verdict"] = verdict_name(system.verdict());
     system_json["findings"] = findings_to_json(system.findings);
     system_json["benchmarks"] = ordered_json::array();
     for (const auto& benchmark : system.benchmarks) {
       ordered_json entry;
       entry["benchmark"] = printable(benchmark.benchmark, 60);
       entry["valid"] = benchmark.valid();
+      entry["verdict"] = verdict_name(benchmark.verdict());
       entry["invalid_reasons"] = benchmark.invalid_reasons();
       entry["score_minutes"] = optional_number(benchmark.score.mean_minutes);
       entry["runs_scored"] = benchmark.score.runs;
@@ -187,6 +198,9 @@ ordered_json submission_to_json(const SubmissionReview& review) {
       if (benchmark.rcp) {
         entry["rcp"] = {{"passed", benchmark.rcp->passed},
                         {"bypassed", benchmark.rcp->bypassed},
+                        {"required", benchmark.rcp->required},
+                        {"summary", benchmark.rcp->summary()},
+                        {"unit", benchmark.rcp->unit},
                         {"outcome", benchmark.rcp->outcome},
                         {"explanation", benchmark.rcp->explanation},
                         {"submission_mean", optional_number(benchmark.rcp->submission_mean)}};

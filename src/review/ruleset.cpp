@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <tuple>
 
 #include "review/embedded_rules.h"
 #include "util/atomic_file.h"
@@ -54,8 +55,18 @@ Severity severity_field(const json& object, const std::string& where, Severity f
   fail(where + ".severity", "must be \"error\" or \"warning\"");
 }
 
+// {"key": K, "ms": N}: at most N ms after the first K.
+std::pair<std::string, double> parse_time_limit(const json& limit, const std::string& where) {
+  allow_only(limit, {"key", "ms"}, where);
+  const std::string key = string_field(limit, "key", where);
+  if (!limit.contains("ms") || !limit["ms"].is_number()) fail(where + ".ms", "must be a number");
+  return {key, limit["ms"].get<double>()};
+}
+
 KeyRule parse_key_rule(const std::string& key, const json& spec, const std::string& config, const std::string& where) {
-  allow_only(spec, {"req", "or", "value", "metadata", "after", "not_after", "within_ms_of_first", "enqueue"}, where);
+  allow_only(spec,
+             {"req", "or", "value", "metadata", "after", "not_after", "within_ms_of_first", "enqueue", "rules_text"},
+             where);
   KeyRule rule;
   rule.key = key;
   rule.config = config;
@@ -77,14 +88,22 @@ KeyRule parse_key_rule(const std::string& key, const json& spec, const std::stri
   }
   rule.after = string_list(spec, "after", where);
   rule.not_after = string_list(spec, "not_after", where);
-  if (spec.contains("within_ms_of_first")) {
-    const json& limit = spec["within_ms_of_first"];
-    allow_only(limit, {"key", "ms"}, where + ".within_ms_of_first");
-    rule.within_ms_of_first_key = string_field(limit, "key", where + ".within_ms_of_first");
-    if (!limit.contains("ms") || !limit["ms"].is_number()) fail(where + ".within_ms_of_first.ms", "must be a number");
-    rule.within_ms = limit["ms"].get<double>();
-  }
+  if (spec.contains("within_ms_of_first"))
+    std::tie(rule.within_ms_of_first_key, rule.within_ms) =
+        parse_time_limit(spec["within_ms_of_first"], where + ".within_ms_of_first");
   rule.enqueue = string_field(spec, "enqueue", where, false);
+  if (spec.contains("rules_text")) {
+    const json& text = spec["rules_text"];
+    const std::string text_where = where + ".rules_text";
+    allow_only(text, {"source", "quote", "within_ms_of_first"}, text_where);
+    RulesTextLimit limit;
+    limit.source = string_field(text, "source", text_where);
+    limit.quote = string_field(text, "quote", text_where);
+    if (!text.contains("within_ms_of_first")) fail(text_where, "missing 'within_ms_of_first'");
+    std::tie(limit.within_ms_of_first_key, limit.within_ms) =
+        parse_time_limit(text["within_ms_of_first"], text_where + ".within_ms_of_first");
+    rule.rules_text = limit;
+  }
   return rule;
 }
 
@@ -187,7 +206,7 @@ Ruleset parse_ruleset(const std::string& json_text, const std::string& origin) {
   if (!root.contains("benchmarks") || !root["benchmarks"].is_object()) fail(origin, "missing 'benchmarks'");
   for (const auto& [name, spec] : root["benchmarks"].items()) {
     const std::string where = origin + ": benchmarks." + name;
-    allow_only(spec, {"runs", "drop_each_side", "rcp_table", "convergence"}, where);
+    allow_only(spec, {"runs", "drop_each_side", "rcp_table", "convergence", "train_samples_convergence"}, where);
     BenchmarkRules rules;
     rules.name = name;
     rules.runs = positive_int(spec, "runs", where);
@@ -197,6 +216,11 @@ Ruleset parse_ruleset(const std::string& json_text, const std::string& origin) {
     if (rules.convergence.empty()) rules.convergence = "epoch_num";
     if (rules.convergence != "epoch_num" && rules.convergence != "train_samples")
       fail(where + ".convergence", "must be \"epoch_num\" or \"train_samples\"");
+    if (spec.contains("train_samples_convergence")) {
+      if (!spec["train_samples_convergence"].is_boolean())
+        fail(where + ".train_samples_convergence", "must be true or false");
+      rules.train_samples_convergence = spec["train_samples_convergence"].get<bool>();
+    }
     ruleset.benchmarks[name] = rules;
   }
 
@@ -212,9 +236,10 @@ Ruleset parse_ruleset(const std::string& json_text, const std::string& origin) {
   if (root.contains("rcp")) {
     const json& spec = root["rcp"];
     const std::string where = origin + ": rcp";
-    allow_only(spec, {"alpha", "tolerance", "bypass_covers_missing"}, where);
+    allow_only(spec, {"alpha", "tolerance", "epoch_decimals", "bypass_covers_missing"}, where);
     ruleset.rcp.alpha = spec.value("alpha", ruleset.rcp.alpha);
     ruleset.rcp.tolerance = spec.value("tolerance", ruleset.rcp.tolerance);
+    if (spec.contains("epoch_decimals")) ruleset.rcp.epoch_decimals = positive_int(spec, "epoch_decimals", where);
     ruleset.rcp.bypass_covers_missing = spec.value("bypass_covers_missing", false);
     if (!(ruleset.rcp.alpha > 0 && ruleset.rcp.alpha < 1) || !(ruleset.rcp.tolerance > 0))
       fail(where, "alpha must be in (0, 1) and tolerance positive");
@@ -222,9 +247,9 @@ Ruleset parse_ruleset(const std::string& json_text, const std::string& origin) {
   if (root.contains("system_description")) {
     const json& spec = root["system_description"];
     const std::string where = origin + ": system_description";
-    allow_only(spec, {"fields", "object_fields", "count_fields"}, where);
+    allow_only(spec, {"fields", "structured_fields", "count_fields"}, where);
     ruleset.system_description.fields = string_list(spec, "fields", where);
-    ruleset.system_description.object_fields = string_list(spec, "object_fields", where);
+    ruleset.system_description.structured_fields = string_list(spec, "structured_fields", where);
     ruleset.system_description.count_fields = string_list(spec, "count_fields", where);
   }
   return ruleset;

@@ -14,6 +14,16 @@ namespace trainbench::review {
 
 enum class Requirement { kNone, kExactlyOne, kAtLeastOne, kAtLeastOneOr };
 
+// A limit the rules text sets where the official checker sets a looser one (e.g. 20 minutes of
+// initialization in the text, 30 in the checker's code). The checker decides the verdict; breaking only the
+// text's limit is a warning that quotes it, or an error when the review is strict.
+struct RulesTextLimit {
+  std::string source;  // where the text says it, e.g. "training_rules.adoc @ebfe13f, Run Results"
+  std::string quote;   // the sentence itself
+  std::string within_ms_of_first_key;
+  double within_ms = 0;
+};
+
 // The rule for one log key within a config (the YAML KEY records).
 struct KeyRule {
   std::string key;
@@ -27,6 +37,7 @@ struct KeyRule {
   std::string within_ms_of_first_key;          // time_ms - first time of this key < within_ms
   double within_ms = 0;
   std::string enqueue;  // config to apply next, "{value}" replaced by this key's value
+  std::optional<RulesTextLimit> rules_text;
 };
 
 // The quality target: at least one logged metric must reach it (the YAML ATLEAST_ONE_CHECK).
@@ -59,7 +70,8 @@ struct BenchmarkRules {
   int runs = 5;
   int drop_each_side = 1;
   std::string rcp_table;                  // file next to rules.json; empty: no RCP check
-  std::string convergence = "epoch_num";  // or "train_samples" (BERT)
+  std::string convergence = "epoch_num";  // what the RCP checker reads by default: "epoch_num" or "train_samples"
+  bool train_samples_convergence = false;  // --bert-train-samples switches it to the logged train_samples
 };
 
 // How a trainbench preset log names its preset and its own target.
@@ -73,12 +85,13 @@ struct PresetRule {
 struct RcpSettings {
   double alpha = 0.05;
   double tolerance = 1e-4;
+  int epoch_decimals = -1;  // eval epoch_num is rounded to this many decimals first (-1: not rounded)
   bool bypass_covers_missing = false;
 };
 
 struct SystemDescriptionRules {
   std::vector<std::string> fields;         // required, in the order `trainbench system` writes them
-  std::vector<std::string> object_fields;  // may be an object instead of a string
+  std::vector<std::string> structured_fields;  // may hold any JSON value instead of a string
   std::vector<std::string> count_fields;   // must hold a whole number (nodes, accelerators per node)
 };
 

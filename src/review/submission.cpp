@@ -1,6 +1,8 @@
 #include "review/submission.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -41,8 +43,8 @@ std::string string_field(const nlohmann::json& object, const char* field) {
 }
 
 // Reviews the result_<N>.txt files of one folder, sorted by N; other files are reported.
-std::vector<RunReview> review_run_files(const fs::path& folder, const Ruleset& ruleset, std::vector<Finding>& findings,
-                                        bool report_other_files) {
+std::vector<RunReview> review_run_files(const fs::path& folder, const Ruleset& ruleset, const LogCheckOptions& options,
+                                        std::vector<Finding>& findings, bool report_other_files) {
   std::vector<std::pair<long, std::string>> files;
   for (const auto& entry : sorted_entries(folder)) {
     const std::string name = entry.path().filename().string();
@@ -55,100 +57,168 @@ std::vector<RunReview> review_run_files(const fs::path& folder, const Ruleset& r
   }
   std::sort(files.begin(), files.end());
   std::vector<RunReview> runs;
-  for (const auto& [number, path] : files) runs.push_back(review_log_file(path, ruleset));
+  for (const auto& [number, path] : files) runs.push_back(review_log_file(path, ruleset, options));
   return runs;
 }
 
-void check_seeds(const std::vector<RunReview>& runs, std::vector<Finding>& findings, const std::string& directory) {
-  std::vector<std::string> with_seed, without_seed;
-  std::map<std::string, std::string> first_run_of_seed;
+// A seed as Python's int() reads it, which is what the v1.1 seed checker does: numbers are truncated,
+// booleans are 0 or 1, strings must be an integer literal. The text is the integer in decimal.
+std::optional<std::string> seed_as_integer(const nlohmann::json& value) {
+  if (value.is_boolean()) return value.get<bool>() ? "1" : "0";
+  if (value.is_number()) {
+    const double number = value.get<double>();
+    if (!std::isfinite(number)) return std::nullopt;
+    char text[64];
+    std::snprintf(text, sizeof text, "%.0f", std::trunc(number));
+    return std::string(text);
+  }
+  if (!value.is_string()) return std::nullopt;
+  static const std::regex literal(R"(\s*([+-]?)(\d(_?\d)*)\s*)");
+  std::smatch match;
+  const std::string text = value.get<std::string>();
+  if (!std::regex_match(text, match, literal)) return std::nullopt;
+  std::string digits;
+  for (const char c : match[2].str())
+    if (c != '_') digits += c;
+  digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
+  return (match[1] == "-" && digits != "0" ? "-" : "") + digits;
+}
+
+// The v1.1 package checker's seed checker (closed division): every seed reads as an integer; once a run
+// has logged a seed, every later run (in file order) logs one; no two runs log the same seed from the same
+// source line (metadata file and lineno). The same seed from different lines passes it.
+void check_seeds(const std::vector<RunReview>& runs, std::vector<Finding>& findings) {
+  std::map<std::string, std::string> run_of_seed;  // "file:lineno:seed" -> the run that logged it first
+  std::string first_seeded_run;
+  std::vector<std::string> unseeded_before_first;
   for (const auto& run : runs) {
-    (run.seeds.empty() ? without_seed : with_seed).push_back(file_name(run.path));
-    std::set<std::string> seen_in_run;
+    const std::string name = file_name(run.path);
+    if (run.seeds.empty()) {
+      if (!first_seeded_run.empty())
+        findings.push_back({Severity::kError, run.path, 0,
+                            "logs no seed, but " + first_seeded_run +
+                                " does; the v1.1 seed checker wants a seed in every run after the first one that "
+                                "logs one"});
+      else
+        unseeded_before_first.push_back(name);
+      continue;
+    }
+    if (first_seeded_run.empty()) first_seeded_run = name;
+    if (run.seeds.size() > 1)
+      findings.push_back(
+          {Severity::kWarning, run.path, run.seeds[1].line,
+           "logs " + std::to_string(run.seeds.size()) + " seeds; the seed checker warns about more than one"});
     for (const auto& seed : run.seeds) {
-      const std::string text = describe(seed.value);
-      if (!seen_in_run.insert(text).second) continue;
-      const auto [existing, inserted] = first_run_of_seed.emplace(text, file_name(run.path));
-      if (!inserted)
+      const auto integer = seed_as_integer(seed.value);
+      const auto source_file = seed.metadata.find("file");
+      const auto source_line = seed.metadata.find("lineno");
+      if (!integer) {
         findings.push_back(
             {Severity::kError, run.path, seed.line,
-             "seed " + text + " is also used by " + existing->second + "; every run needs its own seed"});
+             "seed " + describe(seed.value) + " is not an integer (the seed checker reads it with int())"});
+        continue;
+      }
+      if (seed.value.is_number() && seed.value.get<double>() != std::trunc(seed.value.get<double>()))
+        findings.push_back({Severity::kWarning, run.path, seed.line,
+                            "seed " + describe(seed.value) + " is not a whole number; the seed checker reads it as " +
+                                *integer});
+      if (source_file == seed.metadata.end() || source_line == seed.metadata.end()) {
+        findings.push_back({Severity::kError, run.path, seed.line,
+                            "the seed line has no metadata 'file' and 'lineno', which the v1.1 seed checker needs"});
+        continue;
+      }
+      const std::string source = printable(source_file->is_string() ? source_file->get<std::string>()
+                                                                    : source_file->dump(), 120) +
+                                 ":" + source_line->dump();
+      const auto [existing, inserted] = run_of_seed.emplace(source + ":" + *integer, name);
+      if (!inserted && existing->second != name)
+        findings.push_back({Severity::kError, run.path, seed.line,
+                            "seed " + *integer + " is also used by " + existing->second + " (logged from " + source +
+                                "); every run needs its own seed"});
     }
   }
-  if (!with_seed.empty() && !without_seed.empty()) {
-    std::string missing;
-    for (const auto& name : without_seed) missing += (missing.empty() ? "" : ", ") + name;
-    findings.push_back({Severity::kError, directory, 0,
-                        "seed is logged in " + std::to_string(with_seed.size()) + " of " + std::to_string(runs.size()) +
-                            " runs; log it in all runs or none (missing in " + missing + ")"});
+  if (!first_seeded_run.empty() && !unseeded_before_first.empty()) {
+    std::string names;
+    for (const auto& name : unseeded_before_first) names += (names.empty() ? "" : ", ") + name;
+    findings.push_back({Severity::kWarning, runs.front().path, 0,
+                        names + " log no seed but " + first_seeded_run +
+                            " does; the v1.1 seed checker only asks it of runs after the first seeded one"});
   }
 }
 
+std::string rcp_table_name(const BenchmarkRules& rules, const Ruleset& ruleset, const std::string& preset) {
+  if (preset.empty()) return rules.rcp_table;
+  std::string name = ruleset.preset.rcp_table;
+  for (const auto& [field, value] :
+       {std::pair<std::string, std::string>{"{benchmark}", rules.name}, {"{preset}", preset}}) {
+    const size_t at = name.find(field);
+    if (at != std::string::npos) name.replace(at, field.size(), value);
+  }
+  return name;
+}
+
+// The rcp_checker's verdict for every set of runs. It counts for the benchmark's verdict where the v1.1
+// package checker runs it: closed division (as the system description says) and a benchmark with RCPs.
 void check_rcp_for(BenchmarkReview& review, const BenchmarkRules& rules, const Ruleset& ruleset,
-                   const ReviewOptions& options) {
-  auto& findings = review.findings;
+                   const ReviewOptions& options, const std::string& division) {
   const auto add = [&](Severity severity, const std::string& message) {
-    findings.push_back({severity, review.directory, 0, message});
+    review.findings.push_back({severity, review.directory, 0, message});
   };
-  std::set<std::string> divisions, presets;
-  for (const auto& run : review.runs) divisions.insert(run.division), presets.insert(run.preset);
-  if (divisions.count("open")) return add(Severity::kNote, "open division: no RCP check");
+  std::set<std::string> log_divisions, presets;
+  for (const auto& run : review.runs) log_divisions.insert(run.division), presets.insert(run.preset);
   if (presets.size() > 1)
     return add(Severity::kError, "the runs mix trainbench presets; they cannot be scored together");
   const std::string preset = *presets.begin();
-  std::string table_name = rules.rcp_table;
-  if (!preset.empty()) {
-    table_name = ruleset.preset.rcp_table;
-    for (const auto& [field, value] :
-         {std::pair<std::string, std::string>{"{benchmark}", rules.name}, {"{preset}", preset}}) {
-      const size_t at = table_name.find(field);
-      if (at != std::string::npos) table_name.replace(at, field.size(), value);
-    }
-  }
-  if (table_name.empty())
-    return add(Severity::kNote, "no RCP check for " + rules.name + " in ruleset " + ruleset.version);
-  const auto text = read_ruleset_file(ruleset, table_name);
-  if (!text) {
-    return add(preset.empty() ? Severity::kError : Severity::kWarning,
-               "ruleset " + ruleset.version + " has no RCP table " + table_name + "; RCP not checked" +
-                   (preset.empty() ? "" : " (see docs/review.md for making one from preset runs)"));
-  }
+  const bool closed = division.empty() ? !log_divisions.count("open") : division == "closed";
+
   RcpParameters parameters;
   parameters.submission_runs = rules.runs;
   parameters.drop_each_side = rules.drop_each_side;
   parameters.alpha = ruleset.rcp.alpha;
   parameters.tolerance = ruleset.rcp.tolerance;
-  RcpTable table;
-  try {
-    table = parse_rcp_table(*text, ruleset.folder + "/" + table_name, parameters);
-  } catch (const Error& error) {
-    return add(Severity::kError, std::string("unusable RCP table: ") + error.what());
+  RcpTable table;  // no points: "Cannot find any RCPs"
+  const std::string table_name = rcp_table_name(rules, ruleset, preset);
+  if (!table_name.empty()) {
+    const auto text = read_ruleset_file(ruleset, table_name);
+    if (!text) {
+      return add(preset.empty() ? Severity::kError : Severity::kWarning,
+                 "ruleset " + ruleset.version + " has no RCP table " + table_name + "; RCP not checked" +
+                     (preset.empty() ? "" : " (see docs/review.md for making one from preset runs)"));
+    }
+    try {
+      table = parse_rcp_table(*text, ruleset.folder + "/" + table_name, parameters);
+    } catch (const Error& error) {
+      return add(Severity::kError, std::string("unusable RCP table: ") + error.what());
+    }
+    if (table.benchmark != rules.name)
+      add(Severity::kWarning, "RCP table " + table_name + " is for '" + table.benchmark + "'");
   }
-  if (table.benchmark != rules.name)
-    add(Severity::kWarning, "RCP table " + table_name + " is for '" + table.benchmark + "'");
 
   std::set<double> batch_sizes;
   std::vector<std::optional<double>> convergence;
   for (const auto& run : review.runs) {
     if (run.global_batch_size) batch_sizes.insert(*run.global_batch_size);
-    convergence.push_back(run.converged() ? run.convergence : std::nullopt);
+    convergence.push_back(run.rcp_convergence());
   }
-  if (batch_sizes.size() != 1) {
-    return add(Severity::kError, batch_sizes.empty() ? "RCP check failed: could not detect global_batch_size"
-                                                     : "RCP check failed: global_batch_size differs between runs");
+  if (batch_sizes.size() == 1) {
+    review.rcp = check_rcp(table, *batch_sizes.begin(), convergence, parameters, options.rcp_bypass,
+                           ruleset.rcp.bypass_covers_missing);
+  } else {
+    review.rcp = RcpVerdict();
+    review.rcp->outcome = batch_sizes.empty() ? "Could not detect global_batch_size"
+                                              : "global_batch_size differs between runs";
   }
-  review.rcp = check_rcp(table, *batch_sizes.begin(), convergence, parameters, options.rcp_bypass,
-                         ruleset.rcp.bypass_covers_missing);
-  const RcpVerdict& verdict = *review.rcp;
-  const std::string unit = rules.convergence == "train_samples" ? " (samples)" : " (epochs)";
-  const std::string summary = verdict.outcome + unit + (verdict.explanation.empty() ? "" : ": " + verdict.explanation);
-  if (verdict.bypassed)
-    add(Severity::kWarning,
-        "RCP check failed, accepted with --rcp-bypass (the submitter must notify the chair): " + summary);
-  else if (!verdict.passed)
-    add(Severity::kError, "RCP check failed: " + summary);
-  else
-    add(Severity::kNote, "RCP check passed: " + summary);
+  RcpVerdict& verdict = *review.rcp;
+  verdict.unit = review.runs.front().convergence_unit;
+  verdict.required = closed && !table.points.empty();
+  if (!verdict.required)
+    add(Severity::kNote, std::string("RCP check not required: ") +
+                             (closed ? "ruleset " + ruleset.version + " has no RCPs for " + rules.name
+                                     : "the v1.1 package checker checks RCPs in the closed division only"));
+  else if (verdict.bypassed)
+    add(Severity::kWarning, "RCP check failed, accepted with --rcp-bypass (the submitter must notify the chair)");
+  else if (!verdict.passed && options.rcp_bypass)
+    add(Severity::kNote, "--rcp-bypass does not cover this outcome in ruleset " + ruleset.version);
 }
 
 void review_package(SubmissionReview& review, const fs::path& root, const Ruleset& ruleset,
@@ -198,16 +268,26 @@ void review_package(SubmissionReview& review, const fs::path& root, const Rulese
         continue;
       }
       std::vector<Finding> folder_findings;
-      std::vector<RunReview> runs = review_run_files(benchmark_entry.path(), ruleset, folder_findings, true);
+      std::vector<RunReview> runs =
+          review_run_files(benchmark_entry.path(), ruleset, options.checks, folder_findings, true);
+      // The official tools do not compare these: the compliance checker takes the benchmark and division
+      // from the log, the package checker from the folder and the system description.
+      const Severity layout_severity = options.checks.strict ? Severity::kError : Severity::kWarning;
+      const std::string layout_note = options.checks.strict ? " (--strict)" : "; an error with --strict";
       for (auto& run : runs) {
         if (!run.benchmark.empty() && run.benchmark != benchmark)
           run.findings.push_back(
-              {Severity::kError, run.path, 0,
-               "submission_benchmark is '" + printable(run.benchmark, 40) + "' but the log is in " + benchmark + "/"});
+              {layout_severity, run.path, 0,
+               "submission_benchmark is '" + printable(run.benchmark, 40) + "' but the log is in " + benchmark +
+                   "/: the submission rules put logs in \"results/<system_desc_id>/<benchmark>/result_<i>.txt\" "
+                   "(submission_rules.adoc @e5d2c1f, Directory structure); the v1.1 tools check the log as " +
+                   printable(run.benchmark, 40) + " and score it as " + benchmark + layout_note});
         if (!division.empty() && !run.division.empty() && run.division != division)
-          run.findings.push_back({Severity::kError, run.path, 0,
+          run.findings.push_back({layout_severity, run.path, 0,
                                   "submission_division is '" + printable(run.division, 40) + "' but systems/" + name +
-                                      ".json says '" + printable(division, 40) + "'"});
+                                      ".json says '" + printable(division, 40) +
+                                      "'; the v1.1 compliance checker uses the log's, the package checker the "
+                                      "system's (for seeds and RCPs)" + layout_note});
         if (!submitter.empty() && !run.org.empty() && run.org != submitter)
           run.findings.push_back({Severity::kWarning, run.path, 0,
                                   "submission_org is '" + printable(run.org, 40) + "' but the system's submitter is '" +
@@ -215,8 +295,8 @@ void review_package(SubmissionReview& review, const fs::path& root, const Rulese
       }
       any_results = any_results || !runs.empty();
       benchmarks_with_results.insert(benchmark);
-      BenchmarkReview result =
-          review_benchmark_runs(name, benchmark, benchmark_entry.path().string(), std::move(runs), ruleset, options);
+      BenchmarkReview result = review_benchmark_runs(name, benchmark, benchmark_entry.path().string(),
+                                                     std::move(runs), ruleset, options, {true, division});
       result.findings.insert(result.findings.begin(), folder_findings.begin(), folder_findings.end());
       system.benchmarks.push_back(std::move(result));
     }
@@ -232,7 +312,9 @@ void review_package(SubmissionReview& review, const fs::path& root, const Rulese
       review.findings.push_back({Severity::kWarning, join(root / "benchmarks", benchmark), 0,
                                  "missing: the package has no implementation folder for " + benchmark});
   }
-  if (!any_results) review.findings.push_back({Severity::kError, join(root, "results"), 0, "no result_<N>.txt logs"});
+  if (!any_results)
+    review.findings.push_back({Severity::kError, join(root, "results"), 0,
+                               fs::is_directory(root / "results") ? "no result_<N>.txt logs" : "no results/ folder"});
 }
 
 // trainbench writes results/<name>/result_<N>.txt or results/<system>/<benchmark>/result_<N>.txt.
@@ -255,7 +337,7 @@ void review_loose_results(SubmissionReview& review, const fs::path& root, const 
   std::map<std::string, SystemReview> systems;
   for (const auto& folder : folders) {
     std::vector<Finding> folder_findings;
-    std::vector<RunReview> runs = review_run_files(folder, ruleset, folder_findings, false);
+    std::vector<RunReview> runs = review_run_files(folder, ruleset, options.checks, folder_findings, false);
     std::map<std::string, int> logged;
     for (const auto& run : runs) ++logged[run.benchmark];
     const auto most = std::max_element(logged.begin(), logged.end(),
@@ -275,40 +357,50 @@ void review_loose_results(SubmissionReview& review, const fs::path& root, const 
 
 }  // namespace
 
-bool BenchmarkReview::valid() const {
-  return !has_errors(findings) &&
-         std::all_of(runs.begin(), runs.end(), [](const RunReview& run) { return run.compliant(); });
+const char* verdict_name(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kValid:
+      return "VALID";
+    case Verdict::kRcpFailed:
+      return "RCP FAILED";
+    case Verdict::kInvalid:
+      return "INVALID";
+  }
+  return "INVALID";
+}
+
+Verdict BenchmarkReview::verdict() const {
+  // Failed logs are not checked here: the score counts them as dropped runs, and more of them than the
+  // olympic drop is an error of the set (the v1.1 package checker allows one failed log, UNet3D four).
+  if (has_errors(findings)) return Verdict::kInvalid;
+  if (rcp && rcp->required && !rcp->passed) return Verdict::kRcpFailed;
+  return Verdict::kValid;
 }
 
 std::vector<std::string> BenchmarkReview::invalid_reasons() const {
   std::vector<std::string> reasons;
-  for (const auto& run : runs) {
-    const int errors = count_findings(run.findings, Severity::kError);
-    if (errors == 0) continue;
-    const auto first = std::find_if(run.findings.begin(), run.findings.end(),
-                                    [](const Finding& finding) { return finding.severity == Severity::kError; });
-    reasons.push_back(file_name(run.path) + ": " + std::to_string(errors) + (errors == 1 ? " error" : " errors") +
-                      " (" + (first->line > 0 ? "line " + std::to_string(first->line) + ": " : "") + first->message +
-                      ")");
-  }
   for (const auto& finding : findings)
     if (finding.severity == Severity::kError) reasons.push_back(finding.message);
+  if (rcp && rcp->required && !rcp->passed)
+    reasons.push_back(rcp->summary() + (rcp->explanation.empty() ? "" : ": " + rcp->explanation));
   return reasons;
 }
 
-bool SystemReview::valid() const {
-  return !has_errors(findings) && std::all_of(benchmarks.begin(), benchmarks.end(),
-                                              [](const BenchmarkReview& review) { return review.valid(); });
+Verdict SystemReview::verdict() const {
+  Verdict worst = has_errors(findings) ? Verdict::kInvalid : Verdict::kValid;
+  for (const auto& benchmark : benchmarks) worst = std::max(worst, benchmark.verdict());
+  return worst;
 }
 
-bool SubmissionReview::valid() const {
-  return !has_errors(findings) && !systems.empty() &&
-         std::all_of(systems.begin(), systems.end(), [](const SystemReview& system) { return system.valid(); });
+Verdict SubmissionReview::verdict() const {
+  Verdict worst = has_errors(findings) || systems.empty() ? Verdict::kInvalid : Verdict::kValid;
+  for (const auto& system : systems) worst = std::max(worst, system.verdict());
+  return worst;
 }
 
 BenchmarkReview review_benchmark_runs(const std::string& system, const std::string& benchmark,
                                       const std::string& directory, std::vector<RunReview> runs, const Ruleset& ruleset,
-                                      const ReviewOptions& options) {
+                                      const ReviewOptions& options, const RunSetContext& context) {
   BenchmarkReview review;
   review.system = system;
   review.benchmark = benchmark;
@@ -327,10 +419,17 @@ BenchmarkReview review_benchmark_runs(const std::string& system, const std::stri
   if (count < rules->runs)
     add(Severity::kError,
         benchmark + " needs " + std::to_string(rules->runs) + " runs; found " + std::to_string(count));
+  else if (count > rules->runs && context.package)
+    add(Severity::kError, std::to_string(count) + " runs found; the v1.1 package checker requires exactly " +
+                              std::to_string(rules->runs) + " (run more if you like, and submit " +
+                              std::to_string(rules->runs) + " consecutive ones)");
   else if (count > rules->runs)
     add(Severity::kWarning, std::to_string(count) + " runs found; the rules require " + std::to_string(rules->runs) +
                                 " (consecutive runs, no cherry-picking); all are scored");
-  check_seeds(review.runs, review.findings, directory);
+  std::set<std::string> log_divisions;
+  for (const auto& run : review.runs) log_divisions.insert(run.division);
+  const bool closed = context.division.empty() ? !log_divisions.count("open") : context.division == "closed";
+  if (closed) check_seeds(review.runs, review.findings);
 
   std::vector<RunTime> times;
   for (const auto& run : review.runs) {
@@ -346,10 +445,15 @@ BenchmarkReview review_benchmark_runs(const std::string& system, const std::stri
     add(Severity::kError,
         "too few runs for an olympic score (" + std::to_string(rules->drop_each_side) + " dropped at each end)");
   } else if (review.score.non_converged > 0) {
-    add(Severity::kNote, std::to_string(review.score.non_converged) +
-                             " run(s) did not converge or failed their checks and count as dropped");
+    const auto failed = std::count_if(review.runs.begin(), review.runs.end(),
+                                      [](const RunReview& run) { return !run.compliant(); });
+    add(failed > 0 ? Severity::kWarning : Severity::kNote,
+        std::to_string(review.score.non_converged) + " run(s) did not converge or failed their checks and count as " +
+            "dropped" + (failed > 0 ? "; the v1.1 package checker allows " + std::to_string(rules->drop_each_side) +
+                                          " failed log(s) under olympic scoring"
+                                    : ""));
   }
-  if (count > 0) check_rcp_for(review, *rules, ruleset, options);
+  if (count > 0) check_rcp_for(review, *rules, ruleset, options, context.division);
   return review;
 }
 
@@ -361,7 +465,7 @@ SubmissionReview review_submission(const std::string& folder, const Ruleset& rul
   review.root = folder;
   review.ruleset_version = ruleset.version;
   try {
-    if (fs::is_directory(root / "results", error))
+    if (fs::is_directory(root / "results", error) || fs::is_directory(root / "systems", error))
       review_package(review, root, ruleset, options);
     else
       review_loose_results(review, root, ruleset, options);

@@ -5,8 +5,9 @@
 //   <org>/benchmarks/<benchmark>/...
 // Per system and benchmark it checks every log, the run count, seeds, the olympic score (non-converged and
 // non-compliant runs count as dropped; more than the rules drop makes it invalid) and the RCP check, and it
-// checks the system descriptions. A folder without results/ (e.g. trainbench's own results folder) is
-// reviewed as loose results: every result_<N>.txt below it, grouped by folder, without package checks.
+// checks the system descriptions. The verdicts are the official v1.1 tools' (docs/review.md). A folder
+// without results/ or systems/ (e.g. trainbench's own results folder) is reviewed as loose results: every
+// result_<N>.txt below it, grouped by folder, without package checks.
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,8 +20,16 @@
 namespace trainbench::review {
 
 struct ReviewOptions {
+  LogCheckOptions checks;
+  // The package checker's --rcp_bypass: a failed "RCP found" or "RCP Interpolation" check passes with a
+  // warning (the submitter must tell the chair); a missing RCP does not in v1.1.
   bool rcp_bypass = false;
 };
+
+// A failed RCP check is its own verdict, as in the official package checker: the review committee can
+// accept it (--rcp-bypass), unlike a compliance failure. Ordered from best to worst.
+enum class Verdict { kValid, kRcpFailed, kInvalid };
+const char* verdict_name(Verdict verdict);  // "VALID", "RCP FAILED", "INVALID"
 
 struct BenchmarkReview {
   std::string system;
@@ -29,10 +38,11 @@ struct BenchmarkReview {
   std::vector<RunReview> runs;  // sorted by run number
   OlympicScore score;
   std::optional<RcpVerdict> rcp;
-  std::vector<Finding> findings;  // about the set of runs (count, seeds, score, RCP)
+  std::vector<Finding> findings;  // about the set of runs (count, seeds, score, how the RCP was checked)
 
-  bool valid() const;
-  // The reasons it is invalid, one line each ("result_2.txt: 3 errors", "5 runs required, 4 found", ...).
+  Verdict verdict() const;
+  bool valid() const { return verdict() == Verdict::kValid; }
+  // The reasons it is not valid, one line each ("result_2.txt: 3 errors", "5 runs required, 4 found", ...).
   std::vector<std::string> invalid_reasons() const;
 };
 
@@ -43,7 +53,8 @@ struct SystemReview {
   std::vector<Finding> findings;  // about the description and the folder
   std::vector<BenchmarkReview> benchmarks;
 
-  bool valid() const;
+  Verdict verdict() const;
+  bool valid() const { return verdict() == Verdict::kValid; }
 };
 
 struct SubmissionReview {
@@ -53,15 +64,22 @@ struct SubmissionReview {
   std::vector<Finding> findings;  // about the tree itself
   std::vector<SystemReview> systems;
 
-  bool valid() const;
+  Verdict verdict() const;
+  bool valid() const { return verdict() == Verdict::kValid; }
 };
 
 SubmissionReview review_submission(const std::string& folder, const Ruleset& ruleset,
                                    const ReviewOptions& options = {});
 
+// Where a set of runs was found.
+struct RunSetContext {
+  bool package = false;  // in a submission package, held to the package checker's rules (exact run count)
+  std::string division;  // the system description's; "" when there is none (then the logs' division counts)
+};
+
 // The checks over a set of runs of one benchmark: run count, seeds, olympic score and RCP.
 BenchmarkReview review_benchmark_runs(const std::string& system, const std::string& benchmark,
                                       const std::string& directory, std::vector<RunReview> runs, const Ruleset& ruleset,
-                                      const ReviewOptions& options);
+                                      const ReviewOptions& options, const RunSetContext& context = {});
 
 }  // namespace trainbench::review

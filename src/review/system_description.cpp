@@ -221,17 +221,19 @@ std::vector<Finding> check_system_description(const json& description, const std
     add(Severity::kError, "a system description must be a JSON object");
     return findings;
   }
-  const auto is_object_field = [&](const std::string& field) {
-    return std::find(rules.object_fields.begin(), rules.object_fields.end(), field) != rules.object_fields.end();
+  // The v1.1 system_desc_checker only checks that every field is present; any value passes. A value that
+  // is not text is worth a warning where the summarizer prints it as a table cell.
+  const auto is_structured_field = [&](const std::string& field) {
+    const auto& structured = rules.structured_fields;
+    return std::find(structured.begin(), structured.end(), field) != structured.end();
   };
   for (const auto& field : rules.fields) {
     const auto found = description.find(field);
-    if (found == description.end()) {
+    if (found == description.end())
       add(Severity::kError, "missing required field '" + field + "'");
-    } else if (!found->is_string() && !(found->is_object() && is_object_field(field))) {
-      add(Severity::kError, "field '" + field + "' must be a string" + (is_object_field(field) ? " or an object" : "") +
-                                ", not " + describe(*found));
-    }
+    else if (!found->is_string() && !is_structured_field(field))
+      add(Severity::kWarning, "field '" + field + "' is " + describe(*found) +
+                                  ", not text; the v1.1 system_desc_checker accepts any value");
   }
   for (const auto& field : rules.count_fields) {
     const auto found = description.find(field);
@@ -240,7 +242,8 @@ std::vector<Finding> check_system_description(const json& description, const std
     if (trim(text).empty())
       add(Severity::kWarning, "field '" + field + "' is empty, so the accelerator count is unknown");
     else if (!whole_number(text))
-      add(Severity::kError, "field '" + field + "' must be a whole number, not " + describe(*found));
+      add(Severity::kWarning, "field '" + field + "' is " + describe(*found) +
+                                  ", not a whole number, so the accelerator count is unknown");
   }
   for (const auto& [field, value] : description.items()) {
     if (std::find(rules.fields.begin(), rules.fields.end(), field) == rules.fields.end())

@@ -87,5 +87,60 @@ TEST(Compliance, ReadingOnlyTheKeysTheReviewUsesGivesTheSameVerdict) {
   }
 }
 
+TEST(Compliance, StrictTurnsRulesTextWarningsIntoErrors) {
+  // init_stop 25 minutes after init_start: inside the checker's 30, outside the rules text's 20.
+  const std::string path = testing::test_path("logs/good_init_between_20_and_30_minutes.txt");
+  const RunReview lenient = review_log_file(path, testing::ruleset_1_1());
+  EXPECT_TRUE(lenient.compliant()) << testing::dump(lenient.findings);
+  LogCheckOptions strict;
+  strict.strict = true;
+  const RunReview strict_review = review_log_file(path, testing::ruleset_1_1(), strict);
+  EXPECT_FALSE(strict_review.compliant());
+  EXPECT_NE(testing::find_finding(strict_review.findings, Severity::kError,
+                                  "the v1.1 compliance checker allows 30 minutes (--strict)"),
+            nullptr)
+      << testing::dump(strict_review.findings);
+  // Past the checker's own limit it is an error either way, with the checker's message.
+  const RunReview over = review_log_file(testing::test_path("logs/bad_minigo_init_over_30_minutes.txt"),
+                                         testing::ruleset_1_1(), strict);
+  EXPECT_EQ(count_findings(over.findings, Severity::kError), 1) << testing::dump(over.findings);
+}
+
+// The convergence point the v1.1 rcp_checker reads: by default the eval epoch_num, rounded with Python's
+// round(x, 3); for BERT with --bert_train_samples, the logged train_samples (a one-element list counts as
+// its number).
+TEST(Compliance, ConvergencePointFollowsTheRcpCheckerConventions) {
+  const std::string bert = testing::read_text(testing::test_path("logs/good_bert_nvidia_shape.txt"));
+  const RunReview by_epoch = review_log(parse_log_text(bert, "bert.txt"), testing::ruleset_1_1());
+  EXPECT_EQ(by_epoch.convergence_unit, "epoch_num");
+  EXPECT_EQ(by_epoch.convergence, 1.0);
+  LogCheckOptions train_samples;
+  train_samples.bert_train_samples = true;
+  const RunReview by_samples = review_log(parse_log_text(bert, "bert.txt"), testing::ruleset_1_1(), train_samples);
+  EXPECT_EQ(by_samples.convergence_unit, "train_samples");
+  EXPECT_EQ(by_samples.convergence, 2550016.0);
+  std::string listed = bert;
+  const std::string samples = "\"value\": 2550016";
+  listed.replace(listed.find(samples), samples.size(), "\"value\": [2550016]");
+  EXPECT_EQ(review_log(parse_log_text(listed, "bert.txt"), testing::ruleset_1_1(), train_samples).convergence,
+            2550016.0);
+
+  // The flag is BERT's only; other benchmarks keep epoch_num.
+  const std::string resnet = testing::read_text(testing::test_path("logs/good_resnet_lars.txt"));
+  EXPECT_EQ(review_log(parse_log_text(resnet, "r.txt"), testing::ruleset_1_1(), train_samples).convergence_unit,
+            "epoch_num");
+
+  // NVIDIA's DLRM logs converge at epoch 1.99988, which the checker reads as 2.0; 1.0005 rounds to the
+  // even neighbour of its exact binary value (1.000499999...), 1.0.
+  for (const auto& [logged, read] :
+       {std::pair<const char*, double>{"1.99988", 2.0}, {"1.0005", 1.0}, {"8.1234", 8.123}}) {
+    std::string text = resnet;
+    const size_t last_eval = text.rfind("\"key\": \"eval_accuracy\"");
+    const size_t epoch = text.find("\"epoch_num\": ", last_eval) + 13;
+    text.replace(epoch, text.find('}', epoch) - epoch, logged);
+    EXPECT_EQ(review_log(parse_log_text(text, "r.txt"), testing::ruleset_1_1()).convergence, read) << logged;
+  }
+}
+
 }  // namespace
 }  // namespace trainbench::review

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "review/ruleset.h"
 #include "test_support.h"
 #include "util/error.h"
@@ -44,6 +46,12 @@ RcpParameters resnet_parameters() {
   return parameters;
 }
 
+const RcpPoint& point_at(const RcpTable& table, double batch_size) {
+  for (const auto& point : table.points)
+    if (point.batch_size == batch_size) return point;
+  throw std::runtime_error("no RCP at batch size " + std::to_string(batch_size));
+}
+
 RcpTable resnet_table() {
   const auto text = read_ruleset_file(testing::ruleset_1_1(), "rcps_resnet.json");
   return parse_rcp_table(text.value(), "rcps_resnet.json", resnet_parameters());
@@ -52,9 +60,11 @@ RcpTable resnet_table() {
 TEST(RcpTable, OfficialResnetTableGivesThePublishedNumbers) {
   const RcpTable table = resnet_table();
   EXPECT_EQ(table.benchmark, "resnet");
+  // The final v1.1 table (logging 7b6e0c1): nine batch sizes from 1632 to 65536.
   ASSERT_EQ(table.points.size(), 9u);
   EXPECT_EQ(table.points.front().batch_size, 1632);
-  const RcpPoint& point = table.points[2];
+  EXPECT_EQ(table.points.back().batch_size, 65536);
+  const RcpPoint& point = point_at(table, 3264);
   EXPECT_EQ(point.name, "resnet_ref_3264");
   EXPECT_NEAR(point.mean, 35.154, 5e-4);
   EXPECT_NEAR(point.stdev, 0.533, 5e-4);
@@ -79,6 +89,7 @@ TEST(RcpCheck, ExactBatchSize) {
   EXPECT_TRUE(bypassed.passed);
   EXPECT_TRUE(bypassed.bypassed);
   EXPECT_EQ(bypassed.outcome, "RCP found passed using rcp_bypass");
+  EXPECT_EQ(bypassed.summary(), "RCP found passed using rcp_bypass, RCP test PASSED");
 }
 
 TEST(RcpCheck, InterpolatesBetweenBatchSizes) {
@@ -86,8 +97,8 @@ TEST(RcpCheck, InterpolatesBetweenBatchSizes) {
   const RcpVerdict verdict = check_rcp(table, 6144, runs({41, 41, 41, 41, 41}), resnet_parameters(), false, false);
   EXPECT_EQ(verdict.outcome, "RCP Interpolation");
   ASSERT_TRUE(verdict.reference.has_value());
-  const RcpPoint& low = table.points[3];   // 4096
-  const RcpPoint& high = table.points[4];  // 8192
+  const RcpPoint& low = point_at(table, 4096);
+  const RcpPoint& high = point_at(table, 8192);
   EXPECT_NEAR(verdict.reference->mean, (low.mean + high.mean) / 2, 1e-12);
   EXPECT_NEAR(verdict.reference->stdev, (low.stdev + high.stdev) / 2, 1e-12);
   // Interpolated points assume 2 x 5 reference runs.
@@ -123,6 +134,25 @@ TEST(RcpCheck, NonConvergedRunsCountAsInfinitelySlow) {
       check_rcp(table, 3264, {35.0, std::nullopt, std::nullopt, 35.0, 35.0}, resnet_parameters(), true, true);
   EXPECT_FALSE(two.passed);  // not even --rcp-bypass covers this
   EXPECT_EQ(two.outcome, "Insufficient convergence");
+}
+
+// With stdev 0 the minimum acceptable mean is the RCP mean itself (DLRM BS 71680: 22 of its 24 runs at 2.0
+// epochs, the others dropped), and a submission exactly at it passes.
+TEST(RcpCheck, ZeroStdevNeedsTheMeanAndAMeanOnItPasses) {
+  const Ruleset& ruleset = testing::ruleset_1_1();
+  RcpParameters parameters;
+  const RcpTable dlrm = parse_rcp_table(read_ruleset_file(ruleset, "rcps_dlrm.json").value(), "dlrm", parameters);
+  const RcpPoint& point = point_at(dlrm, 71680);
+  EXPECT_EQ(point.stdev, 0);
+  EXPECT_EQ(point.min_epochs, 2.0);
+  EXPECT_TRUE(check_rcp(dlrm, 71680, runs({2.0, 2.0, 2.0, 2.0, 2.0}), parameters, false, false).passed);
+  EXPECT_FALSE(check_rcp(dlrm, 71680, runs({1.9999, 1.9999, 1.9999, 1.9999, 1.9999}), parameters, false, false).passed);
+}
+
+TEST(RcpCheck, WithoutATableThereIsNoRcp) {
+  const RcpVerdict verdict = check_rcp(RcpTable(), 4096, runs({1, 1, 1, 1, 1}), resnet_parameters(), true, true);
+  EXPECT_FALSE(verdict.passed);
+  EXPECT_EQ(verdict.summary(), "Cannot find any RCPs, RCP test FAILED");
 }
 
 TEST(RcpTable, EveryShippedTableParses) {

@@ -34,25 +34,70 @@ Outcome run(std::vector<std::string> args) {
   return {context.exit_code, ::testing::internal::GetCapturedStdout()};
 }
 
-TEST(ReviewCommand, ValidSubmissionExitsZero) {
+// NVIDIA's single-node resnet and bert: the official RCP checker fails this BERT by default (eval epoch_num)
+// and passes it with --bert_train_samples (expected-rcp-verdicts.tsv).
+std::string nvidia_single_node(const review::testing::ScratchFolder& scratch) {
+  const std::string root = scratch / "NVIDIA";
+  review::testing::copy_nvidia_results(root,
+                                       {{"dgxa100_ngc21.09_mxnet", "resnet"}, {"dgxa100_ngc21.09_pytorch", "bert"}});
+  return root;
+}
+
+TEST(ReviewCommand, FailedRcpCheckIsItsOwnVerdictAndExitStatus) {
   if (!review::testing::nvidia_fixture_present()) GTEST_SKIP();
-  const Outcome outcome = run({"review", review::testing::nvidia_path("")});
-  EXPECT_EQ(outcome.exit_code, 0) << outcome.out;
+  review::testing::ScratchFolder scratch;
+  const std::string root = nvidia_single_node(scratch);
+  const Outcome outcome = run({"review", root});
+  EXPECT_EQ(outcome.exit_code, 3) << outcome.out;
   EXPECT_NE(outcome.out.find("resnet: VALID, 29.147 min (olympic mean of 3 runs, 1 dropped at each end)"),
             std::string::npos)
       << outcome.out;
-  EXPECT_NE(outcome.out.find("bert: VALID, 20.003 min"), std::string::npos) << outcome.out;
-  EXPECT_NE(outcome.out.find("resnet: note: RCP check passed: RCP found (epochs): mean 35.0000 >= minimum 34.5526"),
-            std::string::npos);
-  EXPECT_NE(outcome.out.find("\nVALID: 2 systems, 2 benchmarks, 15 runs; 0 errors"), std::string::npos) << outcome.out;
+  EXPECT_NE(outcome.out.find("RCP check: RCP found, RCP test PASSED (epoch_num): mean 35.0000 >= minimum 34.5526"),
+            std::string::npos)
+      << outcome.out;
+  EXPECT_NE(outcome.out.find("bert: RCP FAILED, 20.003 min"), std::string::npos) << outcome.out;
+  EXPECT_NE(outcome.out.find("RCP check: RCP found, RCP test FAILED (epoch_num): mean 1.0000 < minimum"),
+            std::string::npos)
+      << outcome.out;
+  EXPECT_NE(outcome.out.find("\nRCP FAILED: 2 systems, 2 benchmarks, 15 runs; 0 errors, 1 failed RCP check,"),
+            std::string::npos)
+      << outcome.out;
+
+  const Outcome by_samples = run({"review", root, "--bert-train-samples"});
+  EXPECT_EQ(by_samples.exit_code, 0) << by_samples.out;
+  EXPECT_NE(by_samples.out.find("bert: VALID, 20.003 min"), std::string::npos) << by_samples.out;
+  EXPECT_NE(by_samples.out.find("RCP check: RCP found, RCP test PASSED (train_samples): mean 2775192.0000"),
+            std::string::npos)
+      << by_samples.out;
+
+  const Outcome bypassed = run({"review", root, "--rcp-bypass"});
+  EXPECT_EQ(bypassed.exit_code, 0) << bypassed.out;
+  EXPECT_NE(bypassed.out.find("RCP found passed using rcp_bypass, RCP test PASSED"), std::string::npos)
+      << bypassed.out;
 }
 
 TEST(ReviewCommand, JsonOutputParses) {
   if (!review::testing::nvidia_fixture_present()) GTEST_SKIP();
-  const Outcome outcome = run({"review", review::testing::nvidia_path(""), "--json"});
+  review::testing::ScratchFolder scratch;
+  const Outcome outcome = run({"review", nvidia_single_node(scratch), "--json"});
   const auto json = nlohmann::json::parse(outcome.out);
-  EXPECT_EQ(json["valid"], true);
-  EXPECT_NEAR(json["systems"][0]["benchmarks"][0]["score_minutes"].get<double>(), 29.147, 0.0005);
+  EXPECT_EQ(json["valid"], false);
+  EXPECT_EQ(json["verdict"], "RCP FAILED");
+  const auto& resnet = json["systems"][0]["benchmarks"][0];
+  EXPECT_NEAR(resnet["score_minutes"].get<double>(), 29.147, 0.0005);
+  EXPECT_EQ(resnet["verdict"], "VALID");
+  EXPECT_EQ(resnet["rcp"]["summary"], "RCP found, RCP test PASSED");
+  EXPECT_EQ(json["systems"][1]["benchmarks"][0]["verdict"], "RCP FAILED");
+}
+
+TEST(ReviewCommand, StrictFailsWhereTheRulesTextIsStricterThanTheChecker) {
+  const std::string log = review::testing::test_path("logs/good_init_between_20_and_30_minutes.txt");
+  EXPECT_EQ(run({"review", "--log", log}).exit_code, 0);
+  const Outcome strict = run({"review", "--log", log, "--strict"});
+  EXPECT_EQ(strict.exit_code, 1);
+  EXPECT_NE(strict.out.find("error: 'init_stop' is 25.02 minutes after the first 'init_start': the rules text says"),
+            std::string::npos)
+      << strict.out;
 }
 
 TEST(ReviewCommand, BrokenLogExitsOneWithFileAndLine) {

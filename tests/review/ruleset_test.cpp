@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "test_support.h"
 #include "util/error.h"
 
@@ -23,7 +25,18 @@ TEST(Ruleset, EmbeddedV11LoadsWithEveryConfigTheChecksNeed) {
   }
   EXPECT_EQ(ruleset.benchmark("unet3d")->runs, 40);
   EXPECT_EQ(ruleset.benchmark("unet3d")->drop_each_side, 4);
-  EXPECT_EQ(ruleset.benchmark("bert")->convergence, "train_samples");
+  // The rcp_checker reads BERT's eval epoch_num unless given --bert_train_samples.
+  EXPECT_EQ(ruleset.benchmark("bert")->convergence, "epoch_num");
+  EXPECT_TRUE(ruleset.benchmark("bert")->train_samples_convergence);
+  EXPECT_FALSE(ruleset.benchmark("resnet")->train_samples_convergence);
+  EXPECT_EQ(ruleset.rcp.epoch_decimals, 3);
+  // The checker allows 30 minutes of initialization, the rules text 20.
+  const auto& init_stop = *std::find_if(ruleset.configs.at("common").keys.begin(),
+                                        ruleset.configs.at("common").keys.end(),
+                                        [](const KeyRule& rule) { return rule.key == "init_stop"; });
+  EXPECT_EQ(init_stop.within_ms, 30 * 60000);
+  ASSERT_TRUE(init_stop.rules_text.has_value());
+  EXPECT_EQ(init_stop.rules_text->within_ms, 20 * 60000);
   EXPECT_EQ(ruleset.benchmark("minigo")->rcp_table, "");
   EXPECT_EQ(ruleset.benchmark("nope"), nullptr);
 }
@@ -64,6 +77,11 @@ TEST(Ruleset, RejectsTyposAndMalformedRules) {
   EXPECT_THROW(parse(R"({"common": {"keys": {"k": {"value": {"between": [1, 2]}}}}})"), Error);
   EXPECT_THROW(parse(R"({"common": {"target": {"key": "a", "higher_is_better": true}}})"), Error);
   EXPECT_THROW(parse(R"({"other": {}})"), Error);
+  const std::string limit = R"("within_ms_of_first": {"key": "a", "ms": 5})";
+  EXPECT_NO_THROW(
+      parse(R"({"common": {"keys": {"k": {"rules_text": {"source": "s", "quote": "q", )" + limit + "}}}}}"));
+  EXPECT_THROW(parse(R"({"common": {"keys": {"k": {"rules_text": {"source": "s", )" + limit + "}}}}}"), Error);
+  EXPECT_THROW(parse(R"({"common": {"keys": {"k": {"rules_text": {"source": "s", "quote": "q"}}}}})"), Error);
   EXPECT_THROW(parse_ruleset("{", "test"), Error);
 }
 

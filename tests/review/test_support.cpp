@@ -23,6 +23,18 @@ std::string nvidia_path(const std::string& relative) {
 
 bool nvidia_fixture_present() { return fs::is_directory(nvidia_path("results")); }
 
+std::string v11_data_path(const std::string& relative) { return std::string(REVIEW_V11_DATA_DIR) + "/" + relative; }
+
+void copy_nvidia_results(const std::string& root,
+                         const std::vector<std::pair<std::string, std::string>>& results) {
+  for (const auto& [system, benchmark] : results) {
+    fs::create_directories(root + "/systems");
+    fs::copy_file(nvidia_path("systems/" + system + ".json"), root + "/systems/" + system + ".json",
+                  fs::copy_options::overwrite_existing);
+    copy_tree(nvidia_path("results/" + system + "/" + benchmark), root + "/results/" + system + "/" + benchmark);
+  }
+}
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);

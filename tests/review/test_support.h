@@ -14,6 +14,11 @@ const Ruleset& ruleset_1_1();
 std::string test_path(const std::string& relative);    // below tests/review
 std::string nvidia_path(const std::string& relative);  // below shared/.../NVIDIA
 bool nvidia_fixture_present();
+std::string v11_data_path(const std::string& relative);  // below shared/data/mlperf-training-v1.1
+
+// A submission tree in `root` holding NVIDIA's single-node (8x A100) system descriptions and the results of
+// the given systems' benchmarks, e.g. {"dgxa100_ngc21.09_mxnet", "resnet"}: a small copy to break.
+void copy_nvidia_results(const std::string& root, const std::vector<std::pair<std::string, std::string>>& results);
 
 std::string read_text(const std::string& path);
 void write_text(const std::string& path, const std::string& text);
