@@ -1,5 +1,6 @@
 // coco-eval: pycocotools-compatible COCO detection metrics from a ground truth and a results file. Thin: it parses
 // the flags, calls src/coco and prints; bad input throws trainbench::Error (exit code 2).
+#include <future>
 #include <iostream>
 #include <memory>
 
@@ -44,9 +45,10 @@ void add_coco_commands(CLI::App& app, CommandContext&) {
       ->capture_default_str();
   command->callback([flags] {
     const coco::IouType type = coco::parse_iou_type(flags->type);
+    // The two files are read at the same time; a bad ground truth is still reported before bad results.
+    auto results = std::async(std::launch::async, coco::load_results, flags->results);
     const coco::Evaluator evaluator(coco::load_ground_truth(flags->ground_truth), type, flags->ground_truth);
-    const coco::Evaluation evaluation =
-        evaluator.evaluate(coco::load_results(flags->results), flags->results, flags->threads);
+    const coco::Evaluation evaluation = evaluator.evaluate(results.get(), flags->results, flags->threads);
     if (flags->json)
       std::cout << coco::summary_json(evaluation.stats, type).dump(2) << "\n";
     else

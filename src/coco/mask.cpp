@@ -226,7 +226,7 @@ Box to_box(const Rle& rle) {
     position += rle.counts[j];
     // Even j: position is the first pixel of a foreground run; odd j: one past its last pixel.
     const uint32_t pixel = position - j % 2;
-    const uint32_t y = pixel % h, x = (pixel - y) / h;
+    const uint32_t x = pixel / h, y = pixel - x * h;
     if (j % 2 == 0)
       run_start_x = x;
     else if (run_start_x < x) {  // the run wraps into another column, so it covers every row
@@ -310,6 +310,7 @@ Rle from_compressed_string(std::string_view counts, uint32_t height, uint32_t wi
   // Up to 7 characters (35 bits) hold any difference of two 32-bit counts.
   constexpr int kMaxCharacters = 7;
   Rle rle{height, width, {}};
+  rle.counts.reserve(counts.size());  // at least one character per count
   size_t position = 0;
   while (position < counts.size()) {
     int64_t value = 0;

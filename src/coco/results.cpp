@@ -61,10 +61,10 @@ Detection object_detection(const nlohmann::json& result, bool box_results, const
     if (found != result.end()) detection.segmentation = segmentation(*found, where + ".segmentation");
     return detection;
   }
-  const Segmentation mask = segmentation(member(result, "segmentation", where), where + ".segmentation");
+  Segmentation mask = segmentation(member(result, "segmentation", where), where + ".segmentation");
   if (!mask.has_rle)
     fail(where + ".segmentation", "a mask result must be an RLE object (pycocotools' loadRes takes its area)");
-  Detection detection = mask_detection(image_id, category_id, mask.rle, score);
+  Detection detection = mask_detection(image_id, category_id, std::move(mask.rle), score);
   if (has_nonempty_bbox(result)) detection.bbox = box(result["bbox"], where + ".bbox");
   return detection;
 }
