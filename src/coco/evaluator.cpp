@@ -54,6 +54,117 @@ struct ImageMatches {
   uint32_t counted_ground_truths = 0;
 };
 
+// One image and category: its ground truths in file order, its best detections (at most 100, best first) and their
+// IoUs, [detection][ground truth].
+struct ImageCell {
+  std::vector<const Annotation*> truths;
+  std::vector<const Detection*> detections;
+  std::vector<double> ious;
+};
+
+// evaluateImg for one area range.
+ImageMatches match_image(const ImageCell& cell, int area_range) {
+  constexpr int T = kIouThresholdCount;
+  const size_t D = cell.detections.size(), G = cell.truths.size();
+  ImageMatches result;
+  for (const Detection* detection : cell.detections) result.scores.push_back(detection->score);
+  result.matched.assign(T * D, 0);
+  result.ignored.assign(T * D, 0);
+  // Ground truths that are crowds or whose "area" field is outside the range are ignored, and go last.
+  std::vector<uint8_t> ignored_truth(G);
+  for (size_t g = 0; g < G; ++g) {
+    ignored_truth[g] = cell.truths[g]->iscrowd || outside(cell.truths[g]->area, area_range);
+    result.counted_ground_truths += !ignored_truth[g];
+  }
+  std::vector<uint32_t> order(G);
+  for (uint32_t g = 0; g < G; ++g) order[g] = g;
+  std::stable_partition(order.begin(), order.end(), [&](uint32_t g) { return !ignored_truth[g]; });
+
+  std::vector<uint8_t> taken;
+  for (int t = 0; t < T && G > 0; ++t) {
+    taken.assign(G, 0);
+    for (size_t d = 0; d < D; ++d) {
+      // The best ground truth at IoU >= t, trying them in order; a later one wins a tie.
+      double best_iou = iou_thresholds()[t];
+      int best = -1;
+      for (size_t position = 0; position < G; ++position) {
+        const uint32_t g = order[position];
+        if (taken[position] && !cell.truths[g]->iscrowd) continue;  // crowds can be matched again
+        // Once matched to a counted ground truth, stop at the first ignored one.
+        if (best >= 0 && !ignored_truth[order[best]] && ignored_truth[g]) break;
+        if (cell.ious[d * G + g] < best_iou) continue;
+        best_iou = cell.ious[d * G + g];
+        best = static_cast<int>(position);
+      }
+      if (best < 0) continue;
+      // A detection matched to an ignored ground truth is ignored too.
+      result.ignored[t * D + d] = ignored_truth[order[best]];
+      result.matched[t * D + d] = 1;
+      taken[best] = 1;
+    }
+  }
+  // Unmatched detections whose area is outside the range are ignored.
+  for (size_t d = 0; d < D; ++d)
+    if (outside(cell.detections[d]->area, area_range))
+      for (int t = 0; t < T; ++t)
+        if (!result.matched[t * D + d]) result.ignored[t * D + d] = 1;
+  return result;
+}
+
+// accumulate for one category and area range: per maxDets, every image's best detections ranked together by score.
+void accumulate(const std::vector<ImageMatches>& images, int category, int area_range, Evaluation& evaluation) {
+  uint64_t counted = 0;
+  for (const ImageMatches& image : images) counted += image.counted_ground_truths;
+  if (counted == 0) return;  // no ground truth counts here: precision and recall stay -1
+  struct Ranked {
+    double score;
+    uint32_t image;
+    uint32_t detection;
+  };
+  std::vector<Ranked> ranked;
+  std::vector<double> recall_curve, precision_curve;
+  for (int m = 0; m < kMaxDetectionCount; ++m) {
+    // Images in index (sorted id) order, then a stable sort: ties across images go to the lower image id.
+    ranked.clear();
+    for (uint32_t i = 0; i < images.size(); ++i) {
+      const size_t kept = std::min<size_t>(images[i].scores.size(), kMaxDetections[m]);
+      for (uint32_t d = 0; d < kept; ++d) ranked.push_back({images[i].scores[d], i, d});
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) { return a.score > b.score; });
+    const size_t n = ranked.size();
+    recall_curve.resize(n);
+    precision_curve.resize(n);
+    for (int t = 0; t < kIouThresholdCount; ++t) {
+      // Cumulative true and false positives down the ranking; ignored detections count as neither but keep their
+      // place in the curve, as in pycocotools.
+      double true_positives = 0, false_positives = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const ImageMatches& image = images[ranked[i].image];
+        const size_t slot = t * image.scores.size() + ranked[i].detection;
+        if (!image.ignored[slot]) {
+          if (image.matched[slot])
+            ++true_positives;
+          else
+            ++false_positives;
+        }
+        recall_curve[i] = true_positives / static_cast<double>(counted);
+        precision_curve[i] = true_positives / (false_positives + true_positives + kEpsilon);
+      }
+      evaluation.recall[evaluation.recall_index(t, category, area_range, m)] = n > 0 ? recall_curve[n - 1] : 0;
+      // Precision made non-increasing from the right, then read at the first point reaching each recall
+      // (np.searchsorted side='left'); recall points never reached keep precision 0.
+      for (size_t i = n; i-- > 1;)
+        if (precision_curve[i] > precision_curve[i - 1]) precision_curve[i - 1] = precision_curve[i];
+      for (int r = 0; r < kRecallPointCount; ++r) {
+        const size_t reached = static_cast<size_t>(
+            std::lower_bound(recall_curve.begin(), recall_curve.end(), recall_points()[r]) - recall_curve.begin());
+        evaluation.precision[evaluation.precision_index(t, r, category, area_range, m)] =
+            reached < n ? precision_curve[reached] : 0;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 IouType parse_iou_type(const std::string& name) {
@@ -316,167 +427,67 @@ Evaluation Evaluator::evaluate(const std::vector<Detection>& detections, const s
 
 void Evaluator::evaluate_category(int category, const std::vector<Detection>& detections, const CategoryWork& work,
                                   const std::string& source, Evaluation& evaluation) const {
-  constexpr int T = kIouThresholdCount;
-  const auto& thresholds = iou_thresholds();
   std::array<std::vector<ImageMatches>, kAreaRangeCount> per_area;
-
   size_t next_truth = category_starts_[category], next_detection = work.category_starts[category];
   const size_t truth_end = category_starts_[category + 1], detection_end = work.category_starts[category + 1];
-  std::vector<uint32_t> truths, candidates;
-  std::vector<double> ious;
+  ImageCell cell;
+  std::vector<uint32_t> truth_indices, detection_indices;
   std::vector<Rle> rasterised;
   std::vector<const Rle*> detection_masks;
   std::vector<Box> detection_mask_boxes;
-  std::vector<uint32_t> order;
-  std::vector<uint8_t> ignored_truth, taken;
   // evaluateImg for every image that has ground truth or detections of this category, in image order.
   while (next_truth < truth_end || next_detection < detection_end) {
     const uint32_t image = std::min(
         next_truth < truth_end ? annotation_images_[annotations_by_cell_[next_truth]] : UINT32_MAX,
         next_detection < detection_end ? work.detection_images[work.detections_by_cell[next_detection]] : UINT32_MAX);
-    truths.clear();
-    candidates.clear();
+    truth_indices.clear();
+    detection_indices.clear();
     for (; next_truth < truth_end && annotation_images_[annotations_by_cell_[next_truth]] == image; ++next_truth)
-      truths.push_back(annotations_by_cell_[next_truth]);
+      truth_indices.push_back(annotations_by_cell_[next_truth]);
     for (; next_detection < detection_end && work.detection_images[work.detections_by_cell[next_detection]] == image;
          ++next_detection)
-      candidates.push_back(work.detections_by_cell[next_detection]);
-
+      detection_indices.push_back(work.detections_by_cell[next_detection]);
     // Best score first; the stable sort keeps file order among equal scores, like np.argsort(kind='mergesort').
-    std::stable_sort(candidates.begin(), candidates.end(),
+    std::stable_sort(detection_indices.begin(), detection_indices.end(),
                      [&](uint32_t a, uint32_t b) { return detections[a].score > detections[b].score; });
-    if (candidates.size() > static_cast<size_t>(kMaxDetections[kMaxDetectionCount - 1]))
-      candidates.resize(kMaxDetections[kMaxDetectionCount - 1]);
-    const size_t D = candidates.size(), G = truths.size();
+    if (detection_indices.size() > static_cast<size_t>(kMaxDetections[kMaxDetectionCount - 1]))
+      detection_indices.resize(kMaxDetections[kMaxDetectionCount - 1]);
 
+    cell.truths.clear();
+    cell.detections.clear();
+    for (uint32_t g : truth_indices) cell.truths.push_back(&truth_.annotations[g]);
+    for (uint32_t d : detection_indices) cell.detections.push_back(&detections[d]);
     if (type_ == IouType::segm) {
       rasterised.clear();
-      rasterised.reserve(D);
+      rasterised.reserve(detection_indices.size());
       detection_masks.clear();
       detection_mask_boxes.clear();
-      for (uint32_t d : candidates) {
-        const Detection& detection = detections[d];
-        if (detection.segmentation.has_rle) {
-          detection_masks.push_back(&detection.segmentation.rle);
+      for (uint32_t d : detection_indices) {
+        const Segmentation& segmentation = detections[d].segmentation;
+        if (segmentation.has_rle) {
+          detection_masks.push_back(&segmentation.rle);
         } else {
-          rasterised.push_back(rasterise(detection.segmentation,
-                                         detection.segmentation.empty() ? &detection.bbox : nullptr, images_[image],
-                                         source + ": [" + std::to_string(d) + "].segmentation"));
+          rasterised.push_back(rasterise(segmentation, segmentation.empty() ? &detections[d].bbox : nullptr,
+                                         images_[image], source + ": [" + std::to_string(d) + "].segmentation"));
           detection_masks.push_back(&rasterised.back());
         }
         detection_mask_boxes.push_back(to_box(*detection_masks.back()));
       }
     }
-    ious.resize(D * G);
+    const size_t D = detection_indices.size(), G = truth_indices.size();
+    cell.ious.resize(D * G);
     for (size_t d = 0; d < D; ++d)
       for (size_t g = 0; g < G; ++g) {
-        const Annotation& truth = truth_.annotations[truths[g]];
-        ious[d * G + g] = type_ == IouType::bbox ? box_iou(detections[candidates[d]].bbox, truth.bbox, truth.iscrowd)
-                                                 : mask_iou(*detection_masks[d], detection_mask_boxes[d],
-                                                            masks_[truths[g]], mask_boxes_[truths[g]], truth.iscrowd);
+        const uint32_t truth = truth_indices[g];
+        const bool crowd = truth_.annotations[truth].iscrowd;
+        cell.ious[d * G + g] =
+            type_ == IouType::bbox
+                ? box_iou(cell.detections[d]->bbox, truth_.annotations[truth].bbox, crowd)
+                : mask_iou(*detection_masks[d], detection_mask_boxes[d], masks_[truth], mask_boxes_[truth], crowd);
       }
-
-    for (int a = 0; a < kAreaRangeCount; ++a) {
-      ImageMatches& result = per_area[a].emplace_back();
-      for (uint32_t d : candidates) result.scores.push_back(detections[d].score);
-      result.matched.assign(T * D, 0);
-      result.ignored.assign(T * D, 0);
-      // Ground truths that are crowds or whose "area" field is outside the range are ignored, and go last.
-      ignored_truth.resize(G);
-      for (size_t g = 0; g < G; ++g) {
-        const Annotation& truth = truth_.annotations[truths[g]];
-        ignored_truth[g] = truth.iscrowd || outside(truth.area, a);
-        result.counted_ground_truths += !ignored_truth[g];
-      }
-      order.resize(G);
-      for (uint32_t g = 0; g < G; ++g) order[g] = g;
-      std::stable_partition(order.begin(), order.end(), [&](uint32_t g) { return !ignored_truth[g]; });
-
-      for (int t = 0; t < T && G > 0; ++t) {
-        taken.assign(G, 0);
-        for (size_t d = 0; d < D; ++d) {
-          // The best ground truth at IoU >= t, trying them in order; a later one wins a tie.
-          double best_iou = thresholds[t];
-          int best = -1;
-          for (size_t position = 0; position < G; ++position) {
-            const uint32_t g = order[position];
-            const bool crowd = truth_.annotations[truths[g]].iscrowd;
-            if (taken[position] && !crowd) continue;  // crowds can be matched again
-            // Once matched to a counted ground truth, stop at the first ignored one.
-            if (best >= 0 && !ignored_truth[order[best]] && ignored_truth[g]) break;
-            if (ious[d * G + g] < best_iou) continue;
-            best_iou = ious[d * G + g];
-            best = static_cast<int>(position);
-          }
-          if (best < 0) continue;
-          // A detection matched to an ignored ground truth is ignored too.
-          result.ignored[t * D + d] = ignored_truth[order[best]];
-          result.matched[t * D + d] = 1;
-          taken[best] = 1;
-        }
-      }
-      // Unmatched detections whose area is outside the range are ignored.
-      for (size_t d = 0; d < D; ++d)
-        if (outside(detections[candidates[d]].area, a))
-          for (int t = 0; t < T; ++t)
-            if (!result.matched[t * D + d]) result.ignored[t * D + d] = 1;
-    }
+    for (int a = 0; a < kAreaRangeCount; ++a) per_area[a].push_back(match_image(cell, a));
   }
-
-  // accumulate: per area range and maxDets, every image's best detections ranked together by score.
-  struct Ranked {
-    double score;
-    uint32_t image;
-    uint32_t detection;
-  };
-  std::vector<Ranked> ranked;
-  std::vector<double> recall_curve, precision_curve;
-  for (int a = 0; a < kAreaRangeCount; ++a) {
-    const std::vector<ImageMatches>& images = per_area[a];
-    uint64_t counted = 0;
-    for (const ImageMatches& image : images) counted += image.counted_ground_truths;
-    if (counted == 0) continue;  // no ground truth counts here: precision and recall stay -1
-    for (int m = 0; m < kMaxDetectionCount; ++m) {
-      ranked.clear();
-      for (uint32_t i = 0; i < images.size(); ++i) {
-        const size_t kept = std::min<size_t>(images[i].scores.size(), kMaxDetections[m]);
-        for (uint32_t d = 0; d < kept; ++d) ranked.push_back({images[i].scores[d], i, d});
-      }
-      std::stable_sort(ranked.begin(), ranked.end(),
-                       [](const Ranked& a, const Ranked& b) { return a.score > b.score; });
-      const size_t n = ranked.size();
-      for (int t = 0; t < T; ++t) {
-        // Cumulative true and false positives down the ranking; ignored detections count as neither but keep
-        // their place in the curve, as in pycocotools.
-        double true_positives = 0, false_positives = 0;
-        recall_curve.resize(n);
-        precision_curve.resize(n);
-        for (size_t i = 0; i < n; ++i) {
-          const ImageMatches& image = images[ranked[i].image];
-          const size_t D = image.scores.size();
-          if (!image.ignored[t * D + ranked[i].detection]) {
-            if (image.matched[t * D + ranked[i].detection])
-              ++true_positives;
-            else
-              ++false_positives;
-          }
-          recall_curve[i] = true_positives / static_cast<double>(counted);
-          precision_curve[i] = true_positives / (false_positives + true_positives + kEpsilon);
-        }
-        evaluation.recall[evaluation.recall_index(t, category, a, m)] = n > 0 ? recall_curve[n - 1] : 0;
-        // Precision made non-increasing from the right, then read at the first point reaching each recall
-        // (np.searchsorted side='left'); recall points never reached keep precision 0.
-        for (size_t i = n; i-- > 1;)
-          if (precision_curve[i] > precision_curve[i - 1]) precision_curve[i - 1] = precision_curve[i];
-        for (int r = 0; r < kRecallPointCount; ++r) {
-          const size_t reached = static_cast<size_t>(
-              std::lower_bound(recall_curve.begin(), recall_curve.end(), recall_points()[r]) - recall_curve.begin());
-          evaluation.precision[evaluation.precision_index(t, r, category, a, m)] =
-              reached < n ? precision_curve[reached] : 0;
-        }
-      }
-    }
-  }
+  for (int a = 0; a < kAreaRangeCount; ++a) accumulate(per_area[a], category, a, evaluation);
 }
 
 }  // namespace trainbench::coco

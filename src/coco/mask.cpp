@@ -13,6 +13,32 @@ namespace {
 
 uint64_t pixel_count(uint32_t height, uint32_t width) { return uint64_t{height} * width; }
 
+// Walks two RLEs of one size side by side, calling visit(length, in_a, in_b, last) for each stretch where neither
+// changes value. The loop and its end (both lists exhausted) are rleMerge's and rleIou's in maskApi.c.
+template <typename Visit>
+void walk_together(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b, Visit visit) {
+  uint32_t left_a = a[0], left_b = b[0];
+  size_t next_a = 1, next_b = 1;
+  bool in_a = false, in_b = false;
+  uint64_t remaining = 1;
+  while (remaining > 0) {
+    const uint32_t length = std::min(left_a, left_b);
+    const bool was_in_a = in_a, was_in_b = in_b;
+    left_a -= length;
+    if (left_a == 0 && next_a < a.size()) {
+      left_a = a[next_a++];
+      in_a = !in_a;
+    }
+    left_b -= length;
+    if (left_b == 0 && next_b < b.size()) {
+      left_b = b[next_b++];
+      in_b = !in_b;
+    }
+    remaining = uint64_t{left_a} + left_b;
+    visit(length, was_in_a, was_in_b, remaining == 0);
+  }
+}
+
 void check_sum(const Rle& rle, const std::string& where) {
   if (rle.height == 0 || rle.width == 0)
     fail(where, "RLE size [" + std::to_string(rle.height) + ", " + std::to_string(rle.width) + "] is not positive");
@@ -177,35 +203,19 @@ Rle merge(const std::vector<Rle>& parts) {
   for (size_t i = 1; i < parts.size(); ++i) {
     const Rle& other = parts[i];
     if (other.height != merged.height || other.width != merged.width) return {};
-    // Walk both run lists together; a run ends wherever the union changes value.
-    const auto& a = merged.counts;
-    const auto& b = other.counts;
+    // A run of the union ends wherever its value changes between stretches.
     std::vector<uint32_t> counts;
-    uint32_t left_a = a[0], left_b = b[0], run = 0;
-    size_t next_a = 1, next_b = 1;
-    bool in_a = false, in_b = false, in_union = false;
-    uint64_t remaining = 1;
-    while (remaining > 0) {
-      const uint32_t step = std::min(left_a, left_b);
-      run += step;
-      left_a -= step;
-      if (left_a == 0 && next_a < a.size()) {
-        left_a = a[next_a++];
-        in_a = !in_a;
-      }
-      left_b -= step;
-      if (left_b == 0 && next_b < b.size()) {
-        left_b = b[next_b++];
-        in_b = !in_b;
-      }
-      remaining = uint64_t{left_a} + left_b;
-      const bool was_in_union = in_union;
-      in_union = in_a || in_b;
-      if (in_union != was_in_union || remaining == 0) {
+    uint32_t run = 0;
+    bool run_value = false;
+    walk_together(merged.counts, other.counts, [&](uint32_t length, bool in_a, bool in_b, bool last) {
+      if ((in_a || in_b) != run_value) {
         counts.push_back(run);
         run = 0;
+        run_value = !run_value;
       }
-    }
+      run += length;
+      if (last) counts.push_back(run);
+    });
     merged.counts = std::move(counts);
   }
   return merged;
@@ -260,30 +270,11 @@ double mask_iou(const Rle& detection, const Box& detection_box, const Rle& groun
                 bool ground_truth_is_crowd) {
   if (box_iou(detection_box, ground_truth_box, ground_truth_is_crowd) <= 0) return 0;
   if (detection.height != ground_truth.height || detection.width != ground_truth.width) return -1;
-  const auto& a = detection.counts;
-  const auto& b = ground_truth.counts;
-  uint32_t left_a = a[0], left_b = b[0], intersection = 0, union_area = 0;
-  size_t next_a = 1, next_b = 1;
-  bool in_a = false, in_b = false;
-  uint64_t remaining = 1;
-  while (remaining > 0) {
-    const uint32_t step = std::min(left_a, left_b);
-    if (in_a || in_b) {
-      union_area += step;
-      if (in_a && in_b) intersection += step;
-    }
-    left_a -= step;
-    if (left_a == 0 && next_a < a.size()) {
-      left_a = a[next_a++];
-      in_a = !in_a;
-    }
-    left_b -= step;
-    if (left_b == 0 && next_b < b.size()) {
-      left_b = b[next_b++];
-      in_b = !in_b;
-    }
-    remaining = uint64_t{left_a} + left_b;
-  }
+  uint32_t intersection = 0, union_area = 0;
+  walk_together(detection.counts, ground_truth.counts, [&](uint32_t length, bool in_a, bool in_b, bool) {
+    if (in_a || in_b) union_area += length;
+    if (in_a && in_b) intersection += length;
+  });
   if (intersection == 0) return 0;
   if (ground_truth_is_crowd) union_area = area(detection);
   return static_cast<double>(intersection) / static_cast<double>(union_area);

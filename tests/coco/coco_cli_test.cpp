@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/commands.h"
+#include "support/cli_runner.h"
 #include "support/error_message.h"
 #include "test_support.h"
 #include "util/atomic_file.h"
@@ -13,24 +14,12 @@ using coco::testing::fixture_path;
 using coco::testing::ScratchFile;
 using trainbench::testing::error_message;
 
-// Runs `trainbench <args>` the way main() does, except that a trainbench::Error propagates to the test.
+// The command's stdout; every run here is expected to succeed with exit code 0.
 std::string run(std::vector<std::string> args) {
-  CLI::App app{"test"};
-  app.require_subcommand(1);
-  CommandContext context;
-  add_coco_commands(app, context);
-  args.insert(args.begin(), "trainbench");
-  std::vector<char*> argv;
-  for (auto& arg : args) argv.push_back(arg.data());
-  ::testing::internal::CaptureStdout();
-  try {
-    app.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (...) {
-    ::testing::internal::GetCapturedStdout();
-    throw;
-  }
-  EXPECT_EQ(context.exit_code, 0);
-  return ::testing::internal::GetCapturedStdout();
+  const trainbench::testing::CommandOutcome outcome =
+      trainbench::testing::run_commands(add_coco_commands, std::move(args));
+  EXPECT_EQ(outcome.exit_code, 0);
+  return outcome.out;
 }
 
 // The fixture's numbers (worked out in loader_test.cpp), printed as pycocotools' summarize() prints them.
@@ -63,8 +52,8 @@ TEST(CocoEvalCommand, JsonHasNamedStatsAtFullPrecision) {
   auto results = nlohmann::json::parse(read_file(fixture_path("results_bbox.json")));
   results.push_back({{"image_id", 2}, {"category_id", 2}, {"bbox", {0, 60, 10, 10}}, {"score", 0.9}});
   const ScratchFile results_file(results.dump());
-  const std::string text = run({"coco-eval", "--gt", fixture_path("instances_small.json"), "--dt",
-                                results_file.path(), "--json", "--threads", "1"});
+  const std::string text = run({"coco-eval", "--gt", fixture_path("instances_small.json"), "--dt", results_file.path(),
+                                "--json", "--threads", "1"});
   const auto json = nlohmann::json::parse(text);
   EXPECT_EQ(json["iou_type"], "bbox");
   ASSERT_EQ(json["stats"].size(), 12u);
