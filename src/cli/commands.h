@@ -14,5 +14,6 @@ void add_training_commands(CLI::App& app, CommandContext& context);  // run, ben
 void add_review_commands(CLI::App& app, CommandContext& context);    // review, system, report
 void add_launch_command(CLI::App& app, CommandContext& context);     // launch
 void add_probe_commands(CLI::App& app, CommandContext& context);     // probe compute, probe comm, probe storage
+void add_coco_commands(CLI::App& app, CommandContext& context);      // coco-eval
 
 }  // namespace trainbench::cli

@@ -4,34 +4,17 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "support/cli_runner.h"
 #include "test_support.h"
 #include "util/error.h"
 
 namespace trainbench::cli {
 namespace {
 
-struct Outcome {
-  int exit_code = 0;
-  std::string out;
-};
+using Outcome = trainbench::testing::CommandOutcome;
 
-// Runs `trainbench <args>` the way main() does, except that a trainbench::Error propagates to the test.
 Outcome run(std::vector<std::string> args) {
-  CLI::App app{"test"};
-  app.require_subcommand(1);
-  CommandContext context;
-  add_review_commands(app, context);
-  args.insert(args.begin(), "trainbench");
-  std::vector<char*> argv;
-  for (auto& arg : args) argv.push_back(arg.data());
-  ::testing::internal::CaptureStdout();
-  try {
-    app.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (...) {
-    ::testing::internal::GetCapturedStdout();
-    throw;
-  }
-  return {context.exit_code, ::testing::internal::GetCapturedStdout()};
+  return trainbench::testing::run_commands(add_review_commands, std::move(args));
 }
 
 // NVIDIA's single-node resnet and bert: the official RCP checker fails this BERT by default (eval epoch_num)

@@ -1,0 +1,110 @@
+#include "coco/results.h"
+
+#include <nlohmann/json.hpp>
+
+#include "coco/annotations.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace trainbench::coco {
+
+Detection box_detection(int64_t image_id, int64_t category_id, const Box& box, double score) {
+  Detection detection;
+  detection.image_id = image_id;
+  detection.category_id = category_id;
+  detection.score = score;
+  detection.bbox = box;
+  detection.area = box.width * box.height;
+  return detection;
+}
+
+Detection mask_detection(int64_t image_id, int64_t category_id, Rle mask, double score) {
+  Detection detection;
+  detection.image_id = image_id;
+  detection.category_id = category_id;
+  detection.score = score;
+  detection.bbox = to_box(mask);
+  detection.area = area(mask);
+  detection.segmentation.has_rle = true;
+  detection.segmentation.rle = std::move(mask);
+  return detection;
+}
+
+namespace {
+
+using namespace json_fields;
+
+// loadNumpyAnnotations: [image_id, x, y, w, h, score, category_id].
+Detection row_detection(const nlohmann::json& row, const std::string& where) {
+  if (!row.is_array() || row.size() != 7)
+    fail(where, "expected a row [image_id, x, y, w, h, score, category_id], got " + row.dump());
+  return box_detection(integer(row[0], where + "[0]"), integer(row[6], where + "[6]"),
+                       {number(row[1], where + "[1]"), number(row[2], where + "[2]"), number(row[3], where + "[3]"),
+                        number(row[4], where + "[4]")},
+                       number(row[5], where + "[5]"));
+}
+
+bool has_nonempty_bbox(const nlohmann::json& result) {
+  const auto bbox = result.find("bbox");
+  return bbox != result.end() && !(bbox->is_array() && bbox->empty());
+}
+
+Detection object_detection(const nlohmann::json& result, bool box_results, const std::string& where) {
+  if (!result.is_object()) fail(where, "expected a result object, like the first result");
+  const int64_t image_id = integer(member(result, "image_id", where), where + ".image_id");
+  const int64_t category_id = integer(member(result, "category_id", where), where + ".category_id");
+  const double score = number(member(result, "score", where), where + ".score");
+  if (box_results) {
+    Detection detection =
+        box_detection(image_id, category_id, box(member(result, "bbox", where), where + ".bbox"), score);
+    const auto found = result.find("segmentation");
+    if (found != result.end()) detection.segmentation = segmentation(*found, where + ".segmentation");
+    return detection;
+  }
+  Segmentation mask = segmentation(member(result, "segmentation", where), where + ".segmentation");
+  if (!mask.has_rle)
+    fail(where + ".segmentation", "a mask result must be an RLE object (pycocotools' loadRes takes its area)");
+  Detection detection = mask_detection(image_id, category_id, std::move(mask.rle), score);
+  if (has_nonempty_bbox(result)) detection.bbox = box(result["bbox"], where + ".bbox");
+  return detection;
+}
+
+}  // namespace
+
+std::vector<Detection> parse_results(std::string_view json_text, const std::string& source) {
+  using Event = nlohmann::json::parse_event_t;
+  std::vector<Detection> detections;
+  bool rows = false;
+  bool box_results = false;
+  std::string field;  // the key being read inside the current result, for parse error messages
+  const auto result_where = [&] { return source + ": [" + std::to_string(detections.size()) + "]"; };
+  // Each result is converted as soon as it is parsed and then dropped from the document, so memory holds the
+  // detections, not a JSON tree of them.
+  const nlohmann::json::parser_callback_t take_result = [&](int depth, Event event, nlohmann::json& parsed) {
+    if (depth == 0 && event != Event::array_start && event != Event::array_end)
+      fail(source, "expected a JSON list of results");
+    if (depth == 1 && event == Event::object_start) field.clear();
+    if (depth == 2 && event == Event::key) field = parsed.get<std::string>();
+    if (depth != 1 || event == Event::object_start || event == Event::array_start) return true;
+    const std::string where = result_where();
+    if (detections.empty()) {
+      rows = parsed.is_array();
+      box_results = rows || (parsed.is_object() && has_nonempty_bbox(parsed));
+      if (parsed.is_object() && !box_results && !parsed.contains("segmentation"))
+        fail(where, "a result needs a \"bbox\" or a \"segmentation\"");
+    }
+    detections.push_back(rows ? row_detection(parsed, where) : object_detection(parsed, box_results, where));
+    field.clear();
+    return false;
+  };
+  try {
+    const nlohmann::json emptied_list = nlohmann::json::parse(json_text.begin(), json_text.end(), take_result);
+  } catch (const nlohmann::json::parse_error& error) {
+    fail(result_where() + (field.empty() ? "" : "." + field), std::string("not valid JSON: ") + error.what());
+  }
+  return detections;
+}
+
+std::vector<Detection> load_results(const std::string& path) { return parse_results(read_file(path), path); }
+
+}  // namespace trainbench::coco
