@@ -6,7 +6,7 @@ full-length sequences with every prediction slot used).
 
 The model is the parity test's independent reference (tests/workloads/bert/bert_reference.py) with the
 preset's dropout; LAMB is written the way a PyTorch user writes an optimizer (torch.optim style: one loop
-over the parameters, tensor ops, no host synchronisation). Settings come from presets/bert.json.
+over the parameters, tensor ops, no host synchronisation). Settings come from src/workloads/bert/presets.json.
 """
 import torch
 import torch.nn.functional as F

@@ -7,7 +7,7 @@ drawn uniformly per table).
 The model is the parity test's independent reference (tests/workloads/dlrm/dlrm_reference.py), written as
 the MLPerf reference writes it: one nn.EmbeddingBag(mode="sum", sparse=True) per table, nn.Linear MLPs,
 the Z[:, li, lj] dot interaction, sigmoid + BCELoss, and torch.optim.SGD applying the sparse gradients.
-Settings come from presets/dlrm.json, so both sides train exactly the same network.
+Settings come from src/workloads/dlrm/presets.json, so both sides train exactly the same network.
 """
 import torch
 from torch import nn

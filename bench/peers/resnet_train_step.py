@@ -5,7 +5,7 @@ Debian's python3-torch, timed the same way (median step time after warm-up, synt
         --set batch_size=32 --set image_size=224
 
 The model and LARS come from the parity test's independent reference (tests/workloads/resnet/), and the
-settings from presets/resnet.json, so both sides train exactly the same network.
+settings from src/workloads/resnet/presets.json, so both sides train exactly the same network.
 """
 import torch
 import torch.nn.functional as F

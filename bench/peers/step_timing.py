@@ -1,5 +1,5 @@
 """What the python3-torch training-step peers share: their command line (--preset, --set, --threads, --steps,
---warmup, as `trainbench bench` takes them), the preset lookup in presets/<benchmark>.json, and the timing
+--warmup, as `trainbench bench` takes them), the preset lookup in src/workloads/<benchmark>/presets.json, and the timing
 loop, defined as in trainbench's bench: the warm-up steps run untimed, then the median wall time of the timed
 steps, each step ending with loss.item() so the host waits for it. The result line has the shape
 bench/compare_step.sh parses:
@@ -36,7 +36,7 @@ def setup(benchmark, doc):
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args()
 
-    with open(os.path.join(ROOT, "presets", f"{benchmark}.json")) as f:
+    with open(os.path.join(ROOT, "src", "workloads", benchmark, "presets.json")) as f:
         config = json.load(f)[args.preset]
     for assignment in args.set:
         key, value = assignment.split("=", 1)
