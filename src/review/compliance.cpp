@@ -296,6 +296,8 @@ class LogChecker {
     if (!target_) return;
     review_.target_description = target_text(*target_);
     review_.target_threshold = target_->threshold;
+    if (!target_->threshold && !target_->field_thresholds.empty())  // the part the curve plots (Mask R-CNN: BBOX)
+      review_.target_threshold = target_->field_thresholds.begin()->second;
     review_.higher_is_better = target_->higher_is_better;
     const LogEvent* reached_at = nullptr;
     for (const size_t position : index_.positions(target_->key)) {

@@ -43,7 +43,8 @@ struct RunReview {
   std::string benchmark, division, org, platform, submission_status;  // as logged ("" when absent)
   std::string preset;                      // a trainbench preset checked against its own target; "" otherwise
   std::string target_description;          // e.g. "eval_accuracy >= 0.759 and < 1"
-  std::optional<double> target_threshold;  // the scalar target the run was held to (for charts)
+  // The scalar target the run was held to, or with named parts the plotted part's (for charts).
+  std::optional<double> target_threshold;
   bool higher_is_better = true;
   bool target_reached = false;
   std::string run_stop_status;  // "success", "aborted", ... ("" when missing)

@@ -113,6 +113,17 @@ TEST(LogCorpusFacts, ConvergencePointsAndMinutesComeFromTheLog) {
   EXPECT_EQ(reference.target_threshold, 0.759);
 }
 
+// Mask R-CNN's eval_accuracy has named parts: the curve and the chart's target line are the first part's.
+TEST(LogCorpusFacts, NamedPartTargetsChartTheirFirstPart) {
+  const RunReview maskrcnn = review_log_file(
+      std::string(REVIEW_NVIDIA_DIR) + "/results/dgxa100_ngc21.09_pytorch/maskrcnn/result_0.txt", testing::ruleset_1_1());
+  EXPECT_TRUE(maskrcnn.converged());
+  EXPECT_EQ(maskrcnn.target_description.substr(0, maskrcnn.target_description.find(' ')), "eval_accuracy.BBOX");
+  EXPECT_EQ(maskrcnn.target_threshold, 0.377);
+  ASSERT_FALSE(maskrcnn.curve.empty());
+  EXPECT_GE(maskrcnn.curve.back().value, 0.377);
+}
+
 TEST(LogCorpusFacts, TheReferenceTensorListIsNotAppliedToAPresetModel) {
   const std::string mini = testing::read_text(testing::test_path("logs/mini_preset.txt"));
   const std::string preset = "\"value\": \"mini\"";
