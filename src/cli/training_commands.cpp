@@ -135,6 +135,7 @@ void print_run_summary(int run, const RunOptions& options, const RunOutcome& out
   }
   std::printf("run %d (seed %lld): %s in %.3f minutes%s%s -> %s\n", run, static_cast<long long>(options.seed),
               result.c_str(), outcome.minutes, progress.c_str(), rate.c_str(), options.result_path.c_str());
+  if (outcome.time_split.total() > 0) std::printf("  timed region: %s\n", outcome.time_split.text().c_str());
 }
 
 // The first result_N.txt index not yet taken: repeated invocations add runs, never overwrite one.

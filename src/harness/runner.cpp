@@ -1,6 +1,8 @@
 #include "harness/runner.h"
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <optional>
 #include <iostream>
@@ -32,6 +34,37 @@ nlohmann::json epoch_json(double epoch) {
   return epoch == std::floor(epoch) ? nlohmann::json(static_cast<int64_t>(epoch)) : nlohmann::json(epoch);
 }
 
+using SteadyClock = std::chrono::steady_clock;
+double seconds_since(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+// What the harness measures of the timed region as it goes; TimeSplit follows from it at run_stop.
+struct TimedParts {
+  double train = 0;              // inside train()
+  double input_wait = 0;         // of which blocked on input (the workload's report)
+  double rank_wait_in_train = 0; // of which waiting for other ranks (the workload's report)
+  double rank_wait = 0;          // the harness's own sums and barriers
+  double evaluation = 0;         // evaluate() and its lines
+};
+
+TimeSplit split_time(const TimedParts& parts, double total_seconds) {
+  TimeSplit split;
+  split.input_wait = parts.input_wait;
+  split.rank_wait = parts.rank_wait_in_train + parts.rank_wait;
+  split.training_compute = std::max(0.0, parts.train - parts.input_wait - parts.rank_wait_in_train);
+  split.evaluation = parts.evaluation;
+  // The rest of the wall time; the log's clock counts milliseconds, so a sliver below zero is rounding.
+  split.other = std::max(0.0, total_seconds - split.training_compute - split.input_wait - split.rank_wait - split.evaluation);
+  return split;
+}
+
+nlohmann::json time_split_json(const TimeSplit& split) {
+  const auto seconds = [](double value) { return std::round(value * 1000) / 1000; };
+  return {{"training_compute", seconds(split.training_compute)}, {"input_wait", seconds(split.input_wait)},
+          {"evaluation", seconds(split.evaluation)}, {"rank_wait", seconds(split.rank_wait)}, {"other", seconds(split.other)}};
+}
+
 // Where a run is in its schedule while a block trains, in the schedule's unit: epochs trained (fractional),
 // samples trained, or the generation being trained.
 double schedule_position(ScheduleUnit unit, const Block& block, int64_t block_samples, int64_t samples_per_epoch) {
@@ -50,8 +83,8 @@ double schedule_position(ScheduleUnit unit, const Block& block, int64_t block_sa
 // Connects the workload's per-step reports to the progress line and the interrupt flag.
 class HarnessControl : public RunControl {
  public:
-  HarnessControl(ProgressLine* progress, ScheduleUnit unit, int64_t train_samples)
-      : progress_(progress), unit_(unit), samples_per_epoch_(train_samples) {}
+  HarnessControl(ProgressLine* progress, ScheduleUnit unit, int64_t train_samples, TimedParts& parts)
+      : progress_(progress), unit_(unit), samples_per_epoch_(train_samples), parts_(parts) {}
 
   void begin_block(const Block& block) {
     block_ = block;
@@ -69,12 +102,16 @@ class HarnessControl : public RunControl {
     if (const int signal_number = pending_interrupt()) throw RunInterrupted{signal_number};
   }
 
+  void add_input_wait(double seconds) override { parts_.input_wait += seconds; }
+  void add_rank_wait(double seconds) override { parts_.rank_wait_in_train += seconds; }
+
   int64_t total_samples() const { return total_samples_; }
 
  private:
   ProgressLine* progress_;
   ScheduleUnit unit_;
   int64_t samples_per_epoch_;
+  TimedParts& parts_;
   Block block_;
   int64_t block_samples_ = 0, total_samples_ = 0;
 };
@@ -82,15 +119,19 @@ class HarnessControl : public RunControl {
 // The log lines of one block's training: block_start, the block's throughput and mean loss summed over
 // ranks, and the values the workload reports per block.
 void train_block(Workload& workload, const Block& block, MlLogger& log, RankGroup& ranks, HarnessControl& control,
-                    int64_t& skipped_files) {
+                 TimedParts& parts, int64_t& skipped_files) {
   const nlohmann::ordered_json at_epoch{{"epoch_num", epoch_json(block.last_epoch_num())}};
   const nlohmann::ordered_json block_metadata{{"first_epoch_num", epoch_json(block.first_epoch_num)},
                                               {"epoch_count", epoch_json(block.epoch_count)}};
   const int64_t block_start_ms = log.start("block_start", nullptr, block_metadata);
   control.begin_block(block);
+  const auto train_start = SteadyClock::now();
   const BlockReport local = workload.train(block, control);
+  parts.train += seconds_since(train_start);
   std::vector<double> totals{static_cast<double>(local.samples), local.mean_loss, static_cast<double>(local.skipped_files)};
+  const auto sum_start = SteadyClock::now();
   ranks.sum(totals);
+  parts.rank_wait += seconds_since(sum_start);
   const double block_seconds = (log.now_ms() - block_start_ms) / 1000.0;
   skipped_files += static_cast<int64_t>(totals[2]);
   if (block_seconds > 0) log.event("throughput", totals[0] / block_seconds, at_epoch);
@@ -100,17 +141,28 @@ void train_block(Workload& workload, const Block& block, MlLogger& log, RankGrou
 
 // eval_start, the workload's evaluation, eval_stop and the metric line; the value for the caller to judge.
 Metric evaluate_block(Workload& workload, const Block& block, MlLogger& log, RunControl& control,
-                      const QualityTarget& target, ProgressLine* progress) {
+                      const QualityTarget& target, ProgressLine* progress, TimedParts& parts) {
+  const auto start = SteadyClock::now();
   const nlohmann::ordered_json at_epoch{{"epoch_num", epoch_json(block.last_epoch_num())}};
   log.start("eval_start", nullptr, at_epoch);
   const Metric metric = workload.evaluate(block, control);
   log.end("eval_stop", nullptr, at_epoch);
   log.event(target.metric, metric.to_json(), at_epoch);
   if (progress) progress->on_eval(block.last_epoch_num(), metric.text());
+  parts.evaluation += seconds_since(start);
   return metric;
 }
 
 }  // namespace
+
+std::string TimeSplit::text() const {
+  const double wall = total();
+  const auto share = [&](double part) { return wall > 0 ? 100 * part / wall : 0.0; };
+  char text[160];
+  std::snprintf(text, sizeof text, "%.1f%% training compute, %.1f%% input wait, %.1f%% evaluation, %.1f%% rank wait, %.1f%% other",
+                share(training_compute), share(input_wait), share(evaluation), share(rank_wait), share(other));
+  return text;
+}
 
 RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger::Clock clock) {
   const WorkloadDescription description = workload.describe();
@@ -137,7 +189,8 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     nlohmann::ordered_json metadata{{"status", status}};
     if (!error.empty()) metadata["error"] = error;
     if (!clock_running) log.start("run_start");  // an abort during init still yields a well-formed log
-    const int64_t stop_ms = dated_ms ? log.end_at(*dated_ms, "run_stop", nullptr, metadata) : log.end("run_stop", nullptr, metadata);
+    const int64_t stop_ms =
+        dated_ms ? log.end_at(*dated_ms, "run_stop", nullptr, metadata) : log.end("run_stop", nullptr, metadata);
     outcome.minutes = clock_running ? (stop_ms - run_start_ms) / 60000.0 : 0;
     if (result) result->commit();
   };
@@ -187,7 +240,8 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
       log.event(hyperparameter.key, hyperparameter.value);
     const EvalSchedule schedule = data.schedule.value_or(description.schedule);
 
-    HarnessControl control(progress ? &*progress : nullptr, schedule.unit, data.train_samples);
+    TimedParts parts;
+    HarnessControl control(progress ? &*progress : nullptr, schedule.unit, data.train_samples, parts);
     int64_t skipped_files = 0;
     std::optional<int64_t> passing_model_saved_ms;
     const auto judge = [&](const Block& block, const Metric& metric) {
@@ -198,33 +252,46 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     };
     if (schedule.evaluation == Evaluation::kAfterEachBlock) {
       for (const Block& block : schedule.blocks()) {
-        train_block(workload, block, log, ranks, control, skipped_files);
-        const Metric metric = evaluate_block(workload, block, log, control, description.target, progress ? &*progress : nullptr);
+        train_block(workload, block, log, ranks, control, parts, skipped_files);
+        const Metric metric =
+            evaluate_block(workload, block, log, control, description.target, progress ? &*progress : nullptr, parts);
         log.end("block_stop", nullptr, {{"first_epoch_num", epoch_json(block.first_epoch_num)}});
         if (judge(block, metric)) break;
       }
     } else {
-      std::vector<std::pair<Block, int64_t>> saved;  // each block and when its model was saved: its block_stop
+      // Each block, when its model was saved (its block_stop), and the time split up to then.
+      struct Saved {
+        Block block;
+        int64_t saved_ms;
+        TimedParts parts;
+      };
+      std::vector<Saved> saved;
       for (const Block& block : schedule.blocks()) {
-        train_block(workload, block, log, ranks, control, skipped_files);
-        saved.emplace_back(block, log.end("block_stop", nullptr, {{"first_epoch_num", epoch_json(block.first_epoch_num)}}));
+        train_block(workload, block, log, ranks, control, parts, skipped_files);
+        saved.push_back({block, log.end("block_stop", nullptr, {{"first_epoch_num", epoch_json(block.first_epoch_num)}}), parts});
       }
-      for (const auto& [block, saved_ms] : saved) {
-        if (judge(block, evaluate_block(workload, block, log, control, description.target, progress ? &*progress : nullptr))) {
-          passing_model_saved_ms = saved_ms;
+      for (const Saved& model : saved) {
+        if (judge(model.block,
+                  evaluate_block(workload, model.block, log, control, description.target, progress ? &*progress : nullptr, parts))) {
+          passing_model_saved_ms = model.saved_ms;
+          parts = model.parts;  // the timed region ends at that save, before any evaluation
           break;
         }
       }
     }
     if (skipped_files > 0) log.event("trainbench_skipped_files", skipped_files);
     std::vector<double> total_samples{static_cast<double>(control.total_samples())};
+    const auto wait_start = SteadyClock::now();
     ranks.sum(total_samples);
     ranks.barrier();  // the clock stops when every rank is done
+    if (!passing_model_saved_ms) parts.rank_wait += seconds_since(wait_start);
     const int64_t stop_ms = passing_model_saved_ms.value_or(log.now_ms());
     const double timed_seconds = (stop_ms - run_start_ms) / 1000.0;
     if (timed_seconds > 0) outcome.samples_per_second = total_samples[0] / timed_seconds;
+    outcome.time_split = split_time(parts, timed_seconds);
+    log.event("trainbench_time_split", time_split_json(outcome.time_split), {{"unit", "seconds"}});
     if (progress) progress->finish();
-    stop_clock(outcome.converged ? "success" : "aborted", "", passing_model_saved_ms);
+    stop_clock(outcome.converged ? "success" : "aborted", "", stop_ms);
   } catch (const RunInterrupted& interrupt) {
     if (progress) progress->finish();
     outcome.interrupted_by = interrupt.signal_number;

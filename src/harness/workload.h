@@ -146,6 +146,11 @@ class RunControl {
   virtual ~RunControl() = default;
   virtual void step(int64_t samples, double loss) = 0;
   virtual void check_interrupt() = 0;
+  // Time train() spent blocked on its input pipeline (waiting for the next batch), and waiting for other
+  // ranks (communication that did not overlap compute). The harness counts the rest of train() as training
+  // compute in the run's time split (RunOutcome::time_split).
+  virtual void add_input_wait(double seconds) = 0;
+  virtual void add_rank_wait(double seconds) = 0;
 };
 
 struct RunInterrupted {

@@ -391,6 +391,16 @@ class LogChecker {
       const LogEvent& event = index_.at(position);
       review_.seeds.push_back({event.value, event.metadata, event.line});
     }
+    if (const LogEvent* split = index_.first("trainbench_time_split"); split && split->value.is_object()) {
+      // The harness's parts in its order, then any others a later version logs.
+      static const std::vector<std::string> kParts = {"training_compute", "input_wait", "evaluation", "rank_wait", "other"};
+      for (const std::string& part : kParts)
+        if (const auto found = split->value.find(part); found != split->value.end() && found->is_number())
+          review_.time_split.emplace_back(part, found->get<double>());
+      for (const auto& [part, seconds] : split->value.items())
+        if (seconds.is_number() && std::find(kParts.begin(), kParts.end(), part) == kParts.end())
+          review_.time_split.emplace_back(part, seconds.get<double>());
+    }
   }
 
   // The convergence point as the v1.1 rcp_checker reads it: the value current at run_stop, from the last
@@ -441,7 +451,7 @@ std::set<std::string> keys_read_by_review(const Ruleset& ruleset) {
   std::set<std::string> keys = {
       "submission_benchmark", "submission_division", "submission_org", "submission_platform", "submission_status",
       "global_batch_size",    "run_start",           "run_stop",       "train_samples",       "seed",
-      "eval_accuracy"};
+      "eval_accuracy",        "trainbench_time_split"};
   for (const auto& [name, config] : ruleset.configs) {
     for (const auto& rule : config.keys) {
       keys.insert(rule.key);

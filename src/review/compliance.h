@@ -56,6 +56,9 @@ struct RunReview {
   std::optional<double> global_batch_size;
   std::vector<LoggedSeed> seeds;  // in file order
   std::vector<CurvePoint> curve;     // the target metric against minutes since run_start
+  // trainbench's split of the timed region (trainbench_time_split): each part's name and seconds, training
+  // compute first as the harness orders them.
+  std::vector<std::pair<std::string, double>> time_split;
   std::vector<std::string> configs;  // rule configs applied, in order
 
   bool compliant() const { return !has_errors(findings); }

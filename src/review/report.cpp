@@ -383,6 +383,39 @@ ReportFiles render_report(const std::vector<ReportInput>& inputs, const ReportOp
     md += "\n";
   }
 
+  // Where each trainbench run's timed region went (runs that logged trainbench_time_split).
+  std::string split_html, split_md;
+  for (const auto& row : rows)
+    for (const auto& benchmark : benchmarks) {
+      const auto found = row.results.find(benchmark);
+      if (found == row.results.end()) continue;
+      for (const auto& run : found->second->runs) {
+        if (run.time_split.empty()) continue;
+        double wall = 0;
+        for (const auto& part : run.time_split) wall += part.second;
+        std::string parts_html, parts_md;
+        for (const auto& [part, seconds] : run.time_split) {
+          const std::string share = format("%.1f%%", wall > 0 ? 100 * seconds / wall : 0);
+          std::string name = part;
+          std::replace(name.begin(), name.end(), '_', ' ');
+          parts_html += (parts_html.empty() ? "" : ", ") + text(name) + " " + share;
+          parts_md += (parts_md.empty() ? "" : ", ") + markdown_cell(name) + " " + share;
+        }
+        const std::string seconds = format("%.1f", wall);
+        split_html += "<tr><td>" + text(row.folder) + "</td><td>" + text(row.system) + "</td><td>" + text(benchmark) +
+                      "</td><td>" + text(run_name(run)) + "</td><td class=\"num\">" + seconds + "</td><td>" + parts_html +
+                      "</td></tr>\n";
+        split_md += "| " + markdown_cell(row.folder) + " | " + markdown_cell(row.system) + " | " + markdown_cell(benchmark) +
+                    " | " + markdown_cell(run_name(run)) + " | " + seconds + " | " + parts_md + " |\n";
+      }
+    }
+  if (!split_html.empty()) {
+    html += "<h2>Where the time went</h2>\n<table>\n<tr><th>Folder</th><th>System</th><th>Benchmark</th><th>Run</th>"
+            "<th>Seconds</th><th>Timed region</th></tr>\n" + split_html + "</table>\n";
+    md += "## Where the time went\n\n| Folder | System | Benchmark | Run | Seconds | Timed region |\n"
+          "|---|---|---|---|---:|---|\n" + split_md + "\n";
+  }
+
   // Convergence curves: one chart per benchmark and trainbench preset (a preset has its own target, so its
   // runs would be misread against the rules' target line), one line per run.
   html += "<h2>Convergence</h2>\n";

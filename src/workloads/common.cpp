@@ -9,6 +9,7 @@
 
 #include "dist/communicator.h"
 #include "dist/device.h"
+#include "dist/gradient_sync.h"
 #include "util/error.h"
 
 namespace trainbench {
@@ -72,6 +73,11 @@ void LossMeter::add(double loss, int64_t step) {
   sum_ += loss;
   ++steps_;
 }
+
+RankWaitReport::RankWaitReport(const dist::GradientSync& gradients, RunControl& control)
+    : gradients_(gradients), control_(control), waited_before_(gradients.stats().exposed_wait_seconds) {}
+
+RankWaitReport::~RankWaitReport() { control_.add_rank_wait(gradients_.stats().exposed_wait_seconds - waited_before_); }
 
 BenchRun::BenchRun(const WorkloadSettings& settings, const BenchSettings& bench_settings)
     : settings(settings),

@@ -3,6 +3,7 @@
 // (benchmark, preset, target from the preset, threads, device, the effective config and the user's
 // overrides); seeding; the per-rank share of the global batch; the block's loss meter with its divergence
 // check; fractions summed over ranks; and the `bench` scaffolding with its one output line.
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -13,6 +14,10 @@
 #include "workloads/registry.h"
 
 namespace trainbench {
+
+namespace dist {
+class GradientSync;
+}
 
 // settings.communicator, or a communicator for this process alone.
 std::shared_ptr<dist::Communicator> communicator_or_single(const WorkloadSettings& settings);
@@ -54,6 +59,31 @@ class LossMeter {
   const Config& config_;
   double sum_ = 0;
   int64_t steps_ = 0;
+};
+
+// Calls `fetch` (the next batch from the input pipeline) and reports the time it blocked to the harness as
+// input wait, so the run's time split can tell a starved step from a slow one.
+template <typename Fetch>
+auto fetch_input(RunControl& control, Fetch&& fetch) -> decltype(fetch()) {
+  const auto start = std::chrono::steady_clock::now();
+  auto batch = fetch();
+  control.add_input_wait(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return batch;
+}
+
+// For one block of training: reports the time the block's gradient all-reduces kept the step waiting (what
+// did not overlap backward) to the harness as rank wait, when the block ends.
+class RankWaitReport {
+ public:
+  RankWaitReport(const dist::GradientSync& gradients, RunControl& control);
+  ~RankWaitReport();
+  RankWaitReport(const RankWaitReport&) = delete;
+  RankWaitReport& operator=(const RankWaitReport&) = delete;
+
+ private:
+  const dist::GradientSync& gradients_;
+  RunControl& control_;
+  double waited_before_;
 };
 
 // `trainbench bench <benchmark>`: the threads, seed, device and ranks of the measurement, the global and

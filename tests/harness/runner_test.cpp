@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -38,6 +39,8 @@ class ScriptedWorkload : public Workload {
   DataSummary data{100, 10, {{"lars_opt_learning_rate_decay_steps", 50}}, std::nullopt};
   int64_t samples_per_step = 100;
   int steps_per_block = 1;
+  // Known time per block: waiting for input, computing, and per evaluation (for the time split).
+  std::chrono::milliseconds input_wait{0}, compute{0}, evaluation{0};
   std::vector<HyperParameter> logged_per_block;
 
   WorkloadDescription describe() const override { return description; }
@@ -54,11 +57,15 @@ class ScriptedWorkload : public Workload {
                     std::to_string(static_cast<int>(block.epoch_count)));
     if (fail_in_train) throw Error("data/train/x.JPEG: truncated file");
     if (interrupt_in_block == blocks_++) request_interrupt(SIGTERM);
+    std::this_thread::sleep_for(input_wait);
+    control.add_input_wait(std::chrono::duration<double>(input_wait).count());
+    std::this_thread::sleep_for(compute);
     for (int step = 0; step < steps_per_block; ++step) control.step(samples_per_step, 1.0);
     return {samples_per_step * steps_per_block, 1.0, 0, logged_per_block};
   }
   Metric evaluate(const Block& block, RunControl&) override {
     calls.push_back("evaluate " + std::to_string(static_cast<int>(block.last_epoch_num())));
+    std::this_thread::sleep_for(evaluation);
     return metrics.at(evaluations_++);
   }
 
@@ -163,7 +170,7 @@ TEST_F(RunnerTest, LifecycleIsInMlperfOrderAndStopsAtTheTarget) {
   EXPECT_EQ(first_block["event_type"], "INTERVAL_START");
   EXPECT_EQ(first_block["metadata"]["first_epoch_num"], 1);
   EXPECT_EQ(first_block["metadata"]["epoch_count"], 3);
-  const auto& last_accuracy = records[keys.size() - 3];
+  const auto& last_accuracy = records[keys.size() - 4];  // then block_stop, trainbench_time_split, run_stop
   EXPECT_EQ(last_accuracy["key"], "eval_accuracy");
   EXPECT_EQ(last_accuracy["metadata"]["epoch_num"], 11);
   EXPECT_EQ(records[std::find(keys.begin(), keys.end(), "seed") - keys.begin()]["value"], 42);
@@ -405,6 +412,47 @@ TEST_F(RunnerTest, ProgressLineShowsFractionalEpochsForAnEpochSchedule) {
   const std::string text = progress_output(workload, options_);
   EXPECT_NE(text.find("| epoch   2.00 |"), std::string::npos) << text;
   EXPECT_NE(text.find("eval 0.9000 @epoch 2"), std::string::npos) << text;
+}
+
+// The timed region splits into training compute, input wait, evaluation, rank wait and the rest, and the
+// parts add up to run_stop - run_start.
+TEST_F(RunnerTest, TimeSplitAccountsForKnownSleepsAndAddsUpToTheTimedRegion) {
+  ScriptedWorkload workload;
+  workload.description.schedule = {1, 1, 3};
+  workload.input_wait = std::chrono::milliseconds(100);
+  workload.compute = std::chrono::milliseconds(300);
+  workload.evaluation = std::chrono::milliseconds(200);
+  workload.metrics = {0.1, 0.2, 0.9};
+  const RunOutcome outcome = run_benchmark(workload, options_);  // the real clock
+  const TimeSplit& split = outcome.time_split;
+  EXPECT_NEAR(split.input_wait, 0.3, 0.05);
+  EXPECT_NEAR(split.training_compute, 0.9, 0.15);
+  EXPECT_NEAR(split.evaluation, 0.6, 0.1);
+  EXPECT_LT(split.rank_wait, 0.01);
+  EXPECT_LT(split.other, 0.1);
+  EXPECT_NEAR(split.total(), outcome.minutes * 60, 0.002);
+  const auto records = read_log(options_.result_path);
+  const auto& logged = first_record(records, "trainbench_time_split");
+  EXPECT_EQ(logged["metadata"]["unit"], "seconds");
+  EXPECT_NEAR(logged["value"]["evaluation"].get<double>(), split.evaluation, 0.001);
+  EXPECT_NE(split.text().find("% training compute, "), std::string::npos);
+}
+
+// MiniGo's timed region ends when the passing generation was saved: the generations after it and the
+// evaluations are outside it.
+TEST_F(RunnerTest, TimeSplitOfAWorkloadEvaluatedAfterTrainingStopsAtThePassingSave) {
+  ScriptedWorkload workload;
+  workload.description.uses_dataset = false;
+  workload.description.schedule = {1, 1, 3};
+  workload.description.schedule.evaluation = Evaluation::kAfterTraining;
+  workload.compute = std::chrono::milliseconds(200);
+  workload.evaluation = std::chrono::milliseconds(300);
+  workload.metrics = {0.9};
+  const RunOutcome outcome = run_benchmark(workload, options_);
+  EXPECT_TRUE(outcome.converged);
+  EXPECT_NEAR(outcome.time_split.training_compute, 0.2, 0.08);
+  EXPECT_EQ(outcome.time_split.evaluation, 0);
+  EXPECT_NEAR(outcome.time_split.total(), outcome.minutes * 60, 0.002);
 }
 
 TEST(SchedulePosition, ReadsInTheScheduleUnit) {

@@ -115,8 +115,9 @@ TEST(LogCorpusFacts, ConvergencePointsAndMinutesComeFromTheLog) {
 
 // Mask R-CNN's eval_accuracy has named parts: the curve and the chart's target line are the first part's.
 TEST(LogCorpusFacts, NamedPartTargetsChartTheirFirstPart) {
+  if (!testing::nvidia_fixture_present()) GTEST_SKIP() << "no fixture at " << testing::nvidia_path("");
   const RunReview maskrcnn = review_log_file(
-      std::string(REVIEW_NVIDIA_DIR) + "/results/dgxa100_ngc21.09_pytorch/maskrcnn/result_0.txt", testing::ruleset_1_1());
+      testing::nvidia_path("results/dgxa100_ngc21.09_pytorch/maskrcnn/result_0.txt"), testing::ruleset_1_1());
   EXPECT_TRUE(maskrcnn.converged());
   EXPECT_EQ(maskrcnn.target_description.substr(0, maskrcnn.target_description.find(' ')), "eval_accuracy.BBOX");
   EXPECT_EQ(maskrcnn.target_threshold, 0.377);

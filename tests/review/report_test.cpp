@@ -47,6 +47,17 @@ TEST(Report, MatchesTheSnapshot) {
   EXPECT_EQ(render_report(two_versions(), options).html, files.html);
 }
 
+// A trainbench run logs where its timed region went (trainbench_time_split); the report shows the shares.
+TEST(Report, ShowsWhereEachRunsTimeWent) {
+  const ReportFiles files = render_report(two_versions(), ReportOptions{});
+  // v2's result_0 logs 864.322 + 10.804 + 194.473 + 0 + 10.804 = 1080.403 s, its run_start to run_stop.
+  EXPECT_NE(files.markdown.find("| v2 | example\\_box | resnet | result\\_0 | 1080.4 | training compute 80.0%, input "
+                                "wait 1.0%, evaluation 18.0%, rank wait 0.0%, other 1.0% |"),
+            std::string::npos)
+      << files.markdown;
+  EXPECT_NE(files.html.find("<h2>Where the time went</h2>"), std::string::npos);
+}
+
 TEST(Report, ComparisonGivesTheSpeedupOfTheSecondFolder) {
   ReportOptions options;
   options.compare = true;

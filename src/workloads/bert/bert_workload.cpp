@@ -184,10 +184,13 @@ class BertWorkload : public WorkloadBase {
     const int64_t local_samples = local_batch("batch_size");
     BlockReport report;
     LossMeter losses(config_);
+    const RankWaitReport rank_wait(*gradients_, control);
     // Blocks are in samples; a block ends at the first whole batch that reaches its last sample.
     while (static_cast<double>(step_ * batch_size) < block.last_epoch_num()) {
-      const PretrainingBatch batch = make_batch(
-          train_->gather(order_->batch(step_, batch_size, communicator_->rank(), communicator_->world())), device_);
+      const PretrainingBatch batch = fetch_input(control, [&] {
+        return make_batch(train_->gather(order_->batch(step_, batch_size, communicator_->rank(), communicator_->world())),
+                          device_);
+      });
       const double loss_value = train_step(model_, *optimizer_, *gradients_, batch, schedule_.at(step_)).item<double>();
       losses.add(loss_value, ++step_);
       report.samples += local_samples;

@@ -131,13 +131,14 @@ class DlrmWorkload : public WorkloadBase {
     const int64_t first = batch_at(block.first_epoch_num - 1), last = batch_at(block.first_epoch_num - 1 + block.epoch_count);
     BlockReport report;
     LossMeter losses(config_);
+    const RankWaitReport rank_wait(*mlp_gradients_, control);
     for (int64_t step = first; step < last; ++step) {
       const int64_t epoch = step / per_epoch;
       if (epoch != epoch_) {
         train_->start_epoch(epoch);
         epoch_ = epoch;
       }
-      train_->next(batch_);
+      fetch_input(control, [&] { return train_->next(batch_); });
       if (batch_.size == 0) continue;
       const BatchTensors tensors = as_tensors(batch_, device_);
       const double loss =

@@ -171,10 +171,11 @@ class ResNetWorkload : public WorkloadBase {
     const double label_smoothing = config_.number("label_smoothing");
     BlockReport report;
     LossMeter losses(config_);
+    const RankWaitReport rank_wait(*gradients_, control);
     for (int64_t epoch = static_cast<int64_t>(block.first_epoch_num);
          epoch < static_cast<int64_t>(block.first_epoch_num + block.epoch_count); ++epoch) {
       train_loader_->start_epoch(epoch);
-      while (auto batch = train_loader_->next()) {
+      while (auto batch = fetch_input(control, [&] { return train_loader_->next(); })) {
         report.skipped_files += batch->skipped;
         if (batch->size == 0) continue;
         auto [images, labels] = as_tensors(*batch, image_size, device_);
