@@ -67,8 +67,8 @@ struct WorkloadFlags {
     std::string data_help = "Dataset directory; default: the preset's generated dataset under --data-root. It holds";
     for (const auto& entry : workload_registry())
       if (entry.uses_dataset()) data_help += "\n  " + entry.name + ": " + entry.dataset;
-    data_help += "\n  (" + benchmark_names([](const WorkloadEntry& entry) { return !entry.uses_dataset(); }) +
-                 ": no dataset)";
+    const std::string without_data = benchmark_names([](const WorkloadEntry& entry) { return !entry.uses_dataset(); });
+    if (!without_data.empty()) data_help += "\n  (" + without_data + ": no dataset)";
     command->add_option("--data", data_dir, data_help);
     command->add_option("--data-root", data_root, "Where generated datasets are kept")->capture_default_str();
     command->add_option("--set", overrides, "Override a preset setting, key=value (repeatable)");
@@ -118,7 +118,7 @@ struct WorkloadFlags {
 };
 
 // "run 0 (seed 7): reached the target (eval_accuracy >= 0.96) in 1.234 minutes at epoch 4, eval 0.9612,
-// 5012.3 img/s -> results/box/resnet/result_0.txt"
+// 5012.3 samples/s -> results/box/resnet/result_0.txt", then where the timed region went.
 void print_run_summary(int run, const RunOptions& options, const RunOutcome& outcome) {
   std::string result = outcome.converged ? "reached the target" : "did NOT reach the target";
   result += " (" + outcome.target.text() + ")";
