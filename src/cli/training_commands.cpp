@@ -300,10 +300,7 @@ void add_benchmarks_command(CLI::App& app) {
       return;
     }
     for (const auto& entry : workload_registry()) {
-      std::string presets;
-      for (const std::string& preset : Config::preset_names(entry.name, entry.presets_json))
-        presets += (presets.empty() ? "" : ", ") + preset;
-      std::printf("%-9s %s (presets: %s)\n", entry.name.c_str(), entry.summary.c_str(), presets.c_str());
+      std::printf("%-9s %s (presets: %s)\n", entry.name.c_str(), entry.summary.c_str(), preset_list(entry).c_str());
     }
   });
 }

@@ -35,12 +35,17 @@ std::string benchmark_names(const std::function<bool(const WorkloadEntry&)>& fil
   return names;
 }
 
+std::string preset_list(const WorkloadEntry& entry, const std::string& quote) {
+  std::string list;
+  for (const std::string& preset : Config::preset_names(entry.name, entry.presets_json))
+    list += (list.empty() ? "" : ", ") + quote + preset + quote;
+  return list;
+}
+
 std::string benchmark_table_markdown() {
   std::string table = "| benchmark | what it trains | presets | dataset (`--data`) |\n|---|---|---|---|\n";
   for (const auto& entry : workload_registry()) {
-    std::string presets;
-    for (const std::string& preset : Config::preset_names(entry.name, entry.presets_json))
-      presets += (presets.empty() ? "`" : ", `") + preset + "`";
+    const std::string presets = preset_list(entry, "`");
     std::string dataset = entry.uses_dataset() ? entry.dataset : "none (self-play)";
     if (entry.make_dataset) dataset += "; `data make " + entry.name + "` generates the tiny and mini sets";
     if (entry.prepare_dataset) dataset += "; `data prepare " + entry.name + "` converts the real one";

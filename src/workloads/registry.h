@@ -65,6 +65,8 @@ std::unique_ptr<Workload> construct_workload(const WorkloadSettings& settings) {
 const std::vector<WorkloadEntry>& workload_registry();
 // Throws Error naming the known benchmarks when `name` is not one of them.
 const WorkloadEntry& find_workload(const std::string& name);
+// "mini, reference, tiny": the entry's presets, each wrapped in `quote` (e.g. "`" for Markdown).
+std::string preset_list(const WorkloadEntry& entry, const std::string& quote = "");
 // "resnet, bert, dlrm": for help texts; with a filter, only the entries it accepts.
 std::string benchmark_names(const std::function<bool(const WorkloadEntry&)>& filter = nullptr);
 // The Markdown table of docs/benchmarks.md: benchmark, what it is, presets, dataset.
