@@ -230,6 +230,9 @@ void add_bench_command(CLI::App& app) {
   command->add_option("--warmup", bench->warmup_steps, "Untimed warm-up steps")->capture_default_str()->check(CLI::NonNegativeNumber);
   auto peak_path = std::make_shared<std::string>();
   command->add_option("--peak", *peak_path, "A `trainbench probe compute --json` file: also print achieved FLOP/s as a share of its measured fp32 peak");
+  command->add_option("--profile", bench->profile_path,
+                      "After the timed steps, run as many under LibTorch's profiler: write their Chrome trace to this file "
+                      "and print the operators by self time");
   command->callback([=] {
     if (!peak_path->empty()) bench->peak_flops = probes::read_measured_peak(*peak_path, "fp32");
     const WorkloadEntry& entry = find_workload(flags->benchmark);

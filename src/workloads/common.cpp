@@ -5,11 +5,17 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
+#include <map>
+#include <sstream>
 #include <vector>
+
+#include <torch/csrc/autograd/profiler_legacy.h>
 
 #include "dist/communicator.h"
 #include "dist/device.h"
 #include "dist/gradient_sync.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace trainbench {
@@ -89,6 +95,38 @@ BenchRun::BenchRun(const WorkloadSettings& settings, const BenchSettings& bench_
   seed_torch(settings);
 }
 
+namespace {
+
+namespace profiler = torch::autograd::profiler;
+
+// Runs `steps` calls of `step` under LibTorch's profiler (the legacy one: it is in both LibTorch 1.13, which
+// Debian builds without Kineto, and 2.x, and it records the host side of every operator, autograd's backward
+// nodes included). Writes the Chrome trace to `path` and prints the operator table.
+void profile_steps(const std::function<void()>& step, int64_t steps, const std::string& path, std::ostream& out) {
+  profiler::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
+  for (int64_t i = 0; i < steps; ++i) step();
+  profiler::thread_event_lists event_lists = profiler::disableProfilerLegacy();
+
+  std::vector<profiler::LegacyEvent*> events;
+  std::vector<std::vector<ProfiledRange>> threads;
+  for (auto& list : event_lists) {
+    std::vector<ProfiledRange>& ranges = threads.emplace_back();
+    for (auto& event : list) {
+      events.push_back(&event);
+      if (event.kind() == profiler::EventKind::PushRange || event.kind() == profiler::EventKind::PopRange)
+        ranges.push_back({event.name(), event.handle(), event.kind() == profiler::EventKind::PushRange, event.cpuUs()});
+    }
+  }
+  std::ostringstream trace;
+  profiler::writeProfilerEventsToStream(trace, events);
+  write_file_atomically(path, trace.str());
+  out << "profile: " << steps << " more steps under LibTorch's profiler (not in the timed figures); Chrome trace in "
+      << path << " (chrome://tracing or ui.perfetto.dev)\n";
+  print_operator_table(out, operator_times(threads), 15, steps);
+}
+
+}  // namespace
+
 double BenchRun::median_step_seconds(const std::function<void()>& step) {
   std::vector<double> seconds;
   for (int64_t i = 0; i < bench.warmup_steps + bench.steps; ++i) {
@@ -101,6 +139,14 @@ double BenchRun::median_step_seconds(const std::function<void()>& step) {
   const size_t middle = seconds.size() / 2;
   std::vector<double> median{seconds.size() % 2 ? seconds[middle] : (seconds[middle - 1] + seconds[middle]) / 2};
   communicator->sum(median);
+
+  if (!bench.profile_path.empty()) {
+    // Every rank takes the profiled steps, since they hold collectives; rank 0 alone records and prints.
+    if (communicator->rank() == 0)
+      profile_steps(step, bench.steps, bench.profile_path, std::cout);
+    else
+      for (int64_t i = 0; i < bench.steps; ++i) step();
+  }
   return median[0] / communicator->world();
 }
 
@@ -124,6 +170,72 @@ std::string share_of_peak(double flops_per_second, const BenchSettings& settings
   std::snprintf(text, sizeof text, ", %.1f%% of measured fp32 peak %.1f GFLOP/s", 100.0 * flops_per_second / settings.peak_flops,
                 settings.peak_flops / 1e9);
   return text;
+}
+
+std::vector<OperatorTime> operator_times(const std::vector<std::vector<ProfiledRange>>& threads) {
+  struct Open {
+    const ProfiledRange* range;
+    double children_us = 0;
+  };
+  std::map<std::string, OperatorTime> by_name;
+  for (const auto& ranges : threads) {
+    std::vector<Open> open;
+    for (const ProfiledRange& range : ranges) {
+      if (range.opens) {
+        open.push_back({&range});
+        continue;
+      }
+      // Close the range this one ends; one left open inside it (a range closed on another thread) ends here too.
+      auto match = std::find_if(open.rbegin(), open.rend(), [&](const Open& o) { return o.range->handle == range.handle; });
+      if (match == open.rend()) continue;  // opened before the profiler started
+      const size_t index = static_cast<size_t>(std::distance(match, open.rend())) - 1;
+      const double total = range.time_us - open[index].range->time_us;
+      OperatorTime& time = by_name[open[index].range->name];
+      time.name = open[index].range->name;
+      ++time.calls;
+      time.total_us += total;
+      time.self_us += total - open[index].children_us;
+      open.resize(index);
+      if (!open.empty()) open.back().children_us += total;
+    }
+  }
+  std::vector<OperatorTime> sorted;
+  for (auto& [name, time] : by_name) sorted.push_back(std::move(time));
+  std::stable_sort(sorted.begin(), sorted.end(), [](const OperatorTime& a, const OperatorTime& b) { return a.self_us > b.self_us; });
+  return sorted;
+}
+
+namespace {
+
+std::string format_duration_us(double us) {
+  char text[32];
+  if (us >= 1e6)
+    std::snprintf(text, sizeof text, "%.3fs", us / 1e6);
+  else if (us >= 1e3)
+    std::snprintf(text, sizeof text, "%.3fms", us / 1e3);
+  else
+    std::snprintf(text, sizeof text, "%.3fus", us);
+  return text;
+}
+
+}  // namespace
+
+void print_operator_table(std::ostream& out, const std::vector<OperatorTime>& operators, size_t rows, int64_t steps) {
+  double self_total = 0;
+  for (const OperatorTime& time : operators) self_total += time.self_us;
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-44s %11s %12s %12s %11s\n", "Name", "Self CPU %", "Self CPU", "CPU total", "# of Calls");
+  out << line;
+  for (size_t i = 0; i < std::min(rows, operators.size()); ++i) {
+    const OperatorTime& time = operators[i];
+    const std::string name = time.name.size() > 44 ? time.name.substr(0, 41) + "..." : time.name;
+    std::snprintf(line, sizeof line, "  %-44s %10.2f%% %12s %12s %11lld\n", name.c_str(),
+                  self_total > 0 ? 100.0 * time.self_us / self_total : 0.0, format_duration_us(time.self_us).c_str(),
+                  format_duration_us(time.total_us).c_str(), static_cast<long long>(time.calls));
+    out << line;
+  }
+  out << "  Self CPU time total: " << format_duration_us(self_total) << " ("
+      << format_duration_us(steps > 0 ? self_total / static_cast<double>(steps) : 0) << " per step)\n";
 }
 
 }  // namespace trainbench

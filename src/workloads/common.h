@@ -8,6 +8,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -94,7 +95,8 @@ class BenchRun {
 
   // Calls `step` warmup_steps times untimed, then `steps` times timed; returns the median seconds per call,
   // averaged over the ranks (the slowest rank sets the pace, and every rank must call this). `step` must
-  // wait for the device before it returns (e.g. end in item()).
+  // wait for the device before it returns (e.g. end in item()). With bench.profile_path, `steps` more calls
+  // run under the profiler afterwards, so the profiler's overhead never reaches the timed figure.
   double median_step_seconds(const std::function<void()>& step);
   // "training      1234.5 img/s  (batch 128 over 1 rank(s), <details>, cpu, 2 threads/rank, median of 20
   // steps: 0.1037 s/step, 12.3 GFLOP/s[, share of the measured peak])"
@@ -110,5 +112,26 @@ class BenchRun {
 
 // ", 41.3% of measured fp32 peak 152.0 GFLOP/s" for a bench line's achieved FLOP/s, or "" without --peak.
 std::string share_of_peak(double flops_per_second, const BenchSettings& settings);
+
+// The profiler view of `bench --profile`. One thread's ranges as the profiler recorded them, in order: an
+// operator opens and later closes with the same handle, and the operators it calls open and close between.
+struct ProfiledRange {
+  std::string name;
+  uint64_t handle = 0;
+  bool opens = true;
+  double time_us = 0;
+};
+// Per operator name: calls, self time (its own time, less that of the operators it called) and total time,
+// sorted by self time, largest first, as PyTorch's key_averages() counts them.
+struct OperatorTime {
+  std::string name;
+  int64_t calls = 0;
+  double self_us = 0;
+  double total_us = 0;
+};
+std::vector<OperatorTime> operator_times(const std::vector<std::vector<ProfiledRange>>& threads);
+// The first `rows` operators as key_averages().table(sort_by="self_cpu_time_total") prints them, then the
+// total self time and its share per step.
+void print_operator_table(std::ostream& out, const std::vector<OperatorTime>& operators, size_t rows, int64_t steps);
 
 }  // namespace trainbench

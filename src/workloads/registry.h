@@ -35,6 +35,9 @@ struct BenchSettings {
   int64_t steps = 20;
   int64_t warmup_steps = 3;
   double peak_flops = 0;  // measured fp32 peak FLOP/s (bench --peak, from `probe compute --json`); 0: none given
+  // bench --profile: after the timed steps, as many more run under LibTorch's profiler; rank 0 writes their
+  // Chrome trace here and prints the operators by self time. Empty: no profile.
+  std::string profile_path;
 };
 
 struct WorkloadEntry {

@@ -1,10 +1,13 @@
 // The scaffolding every workload shares (src/workloads/common.h).
 #include <cmath>
+#include <filesystem>
 #include <sstream>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include "support/error_message.h"
+#include "util/atomic_file.h"
 #include "workloads/common.h"
 
 namespace trainbench {
@@ -75,6 +78,62 @@ TEST(BenchRun, TimesTheMedianStepAndPrintsOneTrainingLine) {
   EXPECT_EQ(out.str(),
             "training            16.0 items/s  (batch 8 over 1 rank(s), details, cpu, 1 threads/rank, median of 3 steps: "
             "0.50000 s/step, 16.0 GFLOP/s)\n");
+}
+
+TEST(BenchRun, ProfilesAsManyMoreStepsIntoAChromeTraceAndAnOperatorTable) {
+  WorkloadSettings settings;
+  settings.config = config_with(0.5);
+  settings.device = "cpu";
+  settings.threads = 1;
+  BenchSettings bench;
+  bench.steps = 2;
+  bench.warmup_steps = 1;
+  const auto trace = std::filesystem::temp_directory_path() / ("trainbench_profile_" + std::to_string(::getpid()) + ".json");
+  bench.profile_path = trace.string();
+  BenchRun run(settings, bench);
+  const torch::Tensor matrix = torch::ones({64, 64}, torch::requires_grad());
+  int calls = 0;
+  ::testing::internal::CaptureStdout();
+  run.median_step_seconds([&] {
+    ++calls;
+    torch::mm(matrix, matrix).sum().backward();
+  });
+  const std::string printed = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(calls, 1 + 2 + 2);
+  EXPECT_NE(printed.find("profile: 2 more steps"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("aten::mm "), std::string::npos) << printed;
+  EXPECT_NE(printed.find("MmBackward0"), std::string::npos) << printed;  // autograd's nodes are profiled too
+
+  const nlohmann::json events = nlohmann::json::parse(read_file(trace.string()));
+  std::filesystem::remove(trace);
+  int64_t mm_events = 0;
+  for (const auto& event : events)
+    if (event.at("name") == "aten::mm" && event.at("ph") == "X") ++mm_events;
+  EXPECT_GE(mm_events, 2 * 3);  // one forward and two backward products per profiled step
+}
+
+TEST(OperatorTimes, SelfTimeIsTotalLessTheNestedOperatorsAcrossThreads) {
+  const std::vector<std::vector<ProfiledRange>> threads = {
+      {{"outer", 1, true, 0}, {"inner", 2, true, 10}, {"inner", 2, false, 30}, {"leaf", 3, true, 40},
+       {"leaf", 3, false, 45}, {"outer", 1, false, 100}, {"before_start", 9, false, 110}},
+      {{"inner", 4, true, 0}, {"inner", 4, false, 5}}};
+  const std::vector<OperatorTime> times = operator_times(threads);
+  ASSERT_EQ(times.size(), 3u);
+  EXPECT_EQ(times[0].name, "outer");
+  EXPECT_DOUBLE_EQ(times[0].self_us, 75);
+  EXPECT_DOUBLE_EQ(times[0].total_us, 100);
+  EXPECT_EQ(times[1].name, "inner");
+  EXPECT_EQ(times[1].calls, 2);
+  EXPECT_DOUBLE_EQ(times[1].self_us, 25);
+  EXPECT_EQ(times[2].name, "leaf");
+  EXPECT_DOUBLE_EQ(times[2].self_us, 5);
+
+  std::ostringstream table;
+  print_operator_table(table, times, 2, 5);
+  EXPECT_NE(table.str().find("outer"), std::string::npos);
+  EXPECT_NE(table.str().find("71.43%"), std::string::npos) << table.str();  // 75 of 105 us
+  EXPECT_EQ(table.str().find("leaf"), std::string::npos) << "only the first 2 rows";
+  EXPECT_NE(table.str().find("Self CPU time total: 105.000us (21.000us per step)"), std::string::npos) << table.str();
 }
 
 TEST(BenchRun, LinesShowTheShareOfThePeakOnlyWhenOneIsGiven) {
