@@ -22,6 +22,11 @@
 
 namespace trainbench::data {
 
+// A loader option that must be positive; an Error naming `field` otherwise.
+inline void require_positive(int64_t value, const char* field) {
+  if (value <= 0) fail(field, "expected a positive number, got " + std::to_string(value));
+}
+
 // How the loaders share an epoch among ranks and cut it into batches. Every rank sees a disjoint, strided
 // share of the epoch's order (positions rank, rank + world, ...). With drop_last all ranks get the same
 // number of full batches; without it ranks may differ by one sample and the last batch may be partial.
@@ -29,8 +34,8 @@ struct EpochSharding {
   EpochSharding(int64_t total, int64_t batch_size, int rank_, int world_, bool drop_last)
       : rank(rank_), world(world_) {
     if (total == 0) fail("loader", "no samples to load");
-    if (batch_size <= 0) fail("batch_size", "expected a positive number, got " + std::to_string(batch_size));
-    if (world <= 0) fail("world", "expected a positive number, got " + std::to_string(world));
+    require_positive(batch_size, "batch_size");
+    require_positive(world, "world");
     if (rank < 0 || rank >= world)
       fail("rank", "expected 0.." + std::to_string(world - 1) + ", got " + std::to_string(rank));
     if (drop_last) {

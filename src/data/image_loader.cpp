@@ -16,12 +16,9 @@ constexpr uint64_t kShuffleStream = 1;
 constexpr uint64_t kAugmentationStream = 2;
 
 void validate(const ImageLoaderOptions& options) {
-  auto positive = [](int64_t value, const char* field) {
-    if (value <= 0) fail(field, "expected a positive number, got " + std::to_string(value));
-  };
-  positive(options.crop_size, "crop_size");
-  positive(options.workers, "workers");
-  positive(options.prefetch_batches, "prefetch_batches");
+  require_positive(options.crop_size, "crop_size");
+  require_positive(options.workers, "workers");
+  require_positive(options.prefetch_batches, "prefetch_batches");
   if (options.mode == LoaderMode::Eval && options.resize_size < options.crop_size)
     fail("resize_size", "expected at least crop_size (" + std::to_string(options.crop_size) + "), got " +
                             std::to_string(options.resize_size));

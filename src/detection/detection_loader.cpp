@@ -15,13 +15,10 @@ constexpr uint64_t kShuffleStream = 1;
 constexpr uint64_t kAugmentationStream = 2;
 
 const DetectionLoaderOptions& checked(const DetectionLoaderOptions& options) {
-  auto positive = [](int64_t value, const char* field) {
-    if (value <= 0) fail(field, "expected a positive number, got " + std::to_string(value));
-  };
-  positive(options.image_size, "image_size");
-  positive(options.workers, "workers");
-  positive(options.prefetch_batches, "prefetch_batches");
-  positive(options.crop_attempts, "crop_attempts");
+  data::require_positive(options.image_size, "image_size");
+  data::require_positive(options.workers, "workers");
+  data::require_positive(options.prefetch_batches, "prefetch_batches");
+  data::require_positive(options.crop_attempts, "crop_attempts");
   return options;
 }
 

@@ -115,6 +115,30 @@ struct PlannedAnnotation {
   int64_t full_area = 0;  // the pixels of its pieces before occlusion (regular items only)
 };
 
+// The background pixels of a row-major width x height mask that reach the border through 8-neighbours.
+std::vector<uint8_t> outside_background(const std::vector<uint8_t>& mask, int width, int height) {
+  std::vector<uint8_t> outside(mask.size(), 0);
+  std::vector<int> stack;
+  for (int y = 0; y < height; ++y)
+    for (int x = 0; x < width; ++x) {
+      const int i = y * width + x;
+      if ((x == 0 || y == 0 || x == width - 1 || y == height - 1) && !mask[i]) outside[i] = 1, stack.push_back(i);
+    }
+  while (!stack.empty()) {
+    const int at = stack.back();
+    stack.pop_back();
+    const int x = at % width, y = at / width;
+    for (int dy = -1; dy <= 1; ++dy)
+      for (int dx = -1; dx <= 1; ++dx) {
+        const int nx = x + dx, ny = y + dy;
+        if (nx < 0 || ny < 0 || nx >= width || ny >= height) continue;
+        const int next = ny * width + nx;
+        if (!mask[next] && !outside[next]) outside[next] = 1, stack.push_back(next);
+      }
+  }
+  return outside;
+}
+
 // Keeps the largest 4-connected foreground part and fills its holes (background not 8-connected to the border).
 void clean_mask(std::vector<uint8_t>& mask, int side) {
   std::vector<int> component(mask.size(), -1);
@@ -145,47 +169,13 @@ void clean_mask(std::vector<uint8_t>& mask, int side) {
   }
   for (size_t i = 0; i < mask.size(); ++i) mask[i] = best >= 0 && component[i] == best;
   // Background reachable from the border through 8-neighbours stays background; the rest is a hole.
-  std::vector<uint8_t> outside(mask.size(), 0);
-  for (int i = 0; i < side * side; ++i) {
-    const int x = i % side, y = i / side;
-    if ((x == 0 || y == 0 || x == side - 1 || y == side - 1) && !mask[i]) outside[i] = 1, stack.push_back(i);
-  }
-  while (!stack.empty()) {
-    const int at = stack.back();
-    stack.pop_back();
-    const int x = at % side, y = at / side;
-    for (int dy = -1; dy <= 1; ++dy)
-      for (int dx = -1; dx <= 1; ++dx) {
-        const int nx = x + dx, ny = y + dy;
-        if (nx < 0 || ny < 0 || nx >= side || ny >= side) continue;
-        const int next = ny * side + nx;
-        if (!mask[next] && !outside[next]) outside[next] = 1, stack.push_back(next);
-      }
-  }
+  const std::vector<uint8_t> outside = outside_background(mask, side, side);
   for (size_t i = 0; i < mask.size(); ++i) mask[i] = !outside[i];
 }
 
 // True when the background of a width x height mask is 8-connected to the border (the mask has no hole).
 bool hole_free(const std::vector<uint8_t>& mask, int width, int height) {
-  std::vector<uint8_t> outside(mask.size(), 0);
-  std::vector<int> stack;
-  for (int y = 0; y < height; ++y)
-    for (int x = 0; x < width; ++x) {
-      const int i = y * width + x;
-      if ((x == 0 || y == 0 || x == width - 1 || y == height - 1) && !mask[i]) outside[i] = 1, stack.push_back(i);
-    }
-  while (!stack.empty()) {
-    const int at = stack.back();
-    stack.pop_back();
-    const int x = at % width, y = at / width;
-    for (int dy = -1; dy <= 1; ++dy)
-      for (int dx = -1; dx <= 1; ++dx) {
-        const int nx = x + dx, ny = y + dy;
-        if (nx < 0 || ny < 0 || nx >= width || ny >= height) continue;
-        const int next = ny * width + nx;
-        if (!mask[next] && !outside[next]) outside[next] = 1, stack.push_back(next);
-      }
-  }
+  const std::vector<uint8_t> outside = outside_background(mask, width, height);
   for (size_t i = 0; i < mask.size(); ++i)
     if (!mask[i] && !outside[i]) return false;
   return true;
