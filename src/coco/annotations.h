@@ -17,6 +17,7 @@ struct Image {
   int64_t id = 0;
   uint32_t height = 0;  // 0 when the file does not say; only polygon rasterisation needs the size
   uint32_t width = 0;
+  std::string file_name;  // "" when the file does not say; only image loaders need it
 };
 
 struct Category {

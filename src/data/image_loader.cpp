@@ -1,7 +1,6 @@
 #include "data/image_loader.h"
 
 #include <algorithm>
-#include <numeric>
 #include <string>
 #include <utility>
 
@@ -16,18 +15,10 @@ namespace {
 constexpr uint64_t kShuffleStream = 1;
 constexpr uint64_t kAugmentationStream = 2;
 
-void validate(const ImageLoaderOptions& options, size_t sample_count) {
-  auto positive = [](int64_t value, const char* field) {
-    if (value <= 0) fail(field, "expected a positive number, got " + std::to_string(value));
-  };
-  if (sample_count == 0) fail("ImageLoader", "no samples to load");
-  positive(options.crop_size, "crop_size");
-  positive(options.batch_size, "batch_size");
-  positive(options.workers, "workers");
-  positive(options.prefetch_batches, "prefetch_batches");
-  positive(options.world, "world");
-  if (options.rank < 0 || options.rank >= options.world)
-    fail("rank", "expected 0.." + std::to_string(options.world - 1) + ", got " + std::to_string(options.rank));
+void validate(const ImageLoaderOptions& options) {
+  require_positive(options.crop_size, "crop_size");
+  require_positive(options.workers, "workers");
+  require_positive(options.prefetch_batches, "prefetch_batches");
   if (options.mode == LoaderMode::Eval && options.resize_size < options.crop_size)
     fail("resize_size", "expected at least crop_size (" + std::to_string(options.crop_size) + "), got " +
                             std::to_string(options.resize_size));
@@ -36,88 +27,31 @@ void validate(const ImageLoaderOptions& options, size_t sample_count) {
 }  // namespace
 
 ImageLoader::ImageLoader(std::vector<ImageSample> samples, const ImageLoaderOptions& options)
-    : samples_(std::move(samples)), options_(options) {
-  validate(options_, samples_.size());
-  const auto total = static_cast<int64_t>(samples_.size());
-  const int64_t world = options_.world;
-  const int64_t batch = options_.batch_size;
-  if (options_.drop_last) {
-    batches_per_epoch_ = total / (world * batch);
-    samples_per_epoch_ = batches_per_epoch_ * batch;
-    if (batches_per_epoch_ == 0)
-      fail("batch_size", std::to_string(total) + " samples over " + std::to_string(world) +
-                             " rank(s) do not fill one batch of " + std::to_string(batch) + " with drop_last");
-  } else {
-    samples_per_epoch_ = options_.rank < total ? (total - options_.rank + world - 1) / world : 0;
-    batches_per_epoch_ = (samples_per_epoch_ + batch - 1) / batch;
-  }
-}
+    : samples_(std::move(samples)),
+      options_((validate(options), options)),
+      sharding_(static_cast<int64_t>(samples_.size()), options.batch_size, options.rank, options.world, options.drop_last),
+      pipeline_(options.workers, options.prefetch_batches) {}
 
-ImageLoader::~ImageLoader() { stop_workers(); }
-
-void ImageLoader::stop_workers() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  room_available_.notify_all();
-  for (auto& worker : workers_) worker.join();
-  workers_.clear();
-}
+ImageLoader::~ImageLoader() { pipeline_.stop(); }
 
 void ImageLoader::start_epoch(int64_t epoch) {
-  stop_workers();
+  pipeline_.stop();  // the workers read order_
   epoch_ = epoch;
-  order_.resize(samples_.size());
-  std::iota(order_.begin(), order_.end(), int64_t{0});
-  if (options_.mode == LoaderMode::Train) {
-    Rng rng(mix_seed(options_.seed, static_cast<uint64_t>(epoch), 0, kShuffleStream));
-    for (size_t i = order_.size() - 1; i > 0; --i) std::swap(order_[i], order_[rng.below(i + 1)]);
-  }
-  next_to_build_ = 0;
-  next_to_return_ = 0;
-  slots_.assign(options_.prefetch_batches, Slot{});
-  stopping_ = false;
-  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  order_ = sharding_.order(samples_.size(), options_.mode == LoaderMode::Train, options_.seed, epoch, kShuffleStream);
+  pipeline_.start(sharding_.batches_per_epoch,
+                  [this](int64_t index, const std::atomic<bool>& stopping) { return build_batch(index, stopping); });
 }
 
-void ImageLoader::worker_loop() {
-  const int64_t depth = options_.prefetch_batches;
-  while (true) {
-    int64_t batch_index = 0;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      room_available_.wait(lock, [&] {
-        return stopping_ || next_to_build_ >= batches_per_epoch_ || next_to_build_ < next_to_return_ + depth;
-      });
-      if (stopping_ || next_to_build_ >= batches_per_epoch_) return;
-      batch_index = next_to_build_++;
-    }
-    Slot result;
-    try {
-      result.batch = build_batch(batch_index);
-    } catch (...) {
-      result.error = std::current_exception();
-    }
-    result.ready = true;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      slots_[batch_index % depth] = std::move(result);
-    }
-    batch_ready_.notify_all();
-  }
-}
-
-ImageBatch ImageLoader::build_batch(int64_t batch_index) const {
+ImageBatch ImageLoader::build_batch(int64_t batch_index, const std::atomic<bool>& stopping) const {
   const int64_t begin = batch_index * options_.batch_size;
-  const int64_t end = std::min(begin + options_.batch_size, samples_per_epoch_);
+  const int64_t end = std::min(begin + options_.batch_size, sharding_.samples_per_epoch);
   const size_t floats_per_image = size_t(3) * options_.crop_size * options_.crop_size;
   ImageBatch batch;
   batch.images.resize(size_t(end - begin) * floats_per_image);
   batch.labels.reserve(end - begin);
-  for (int64_t shard_position = begin; shard_position < end && !stopping_; ++shard_position) {
+  for (int64_t shard_position = begin; shard_position < end && !stopping; ++shard_position) {
     // Position in the epoch's order shared by all ranks; it alone seeds this sample's augmentation.
-    const int64_t position = options_.rank + shard_position * options_.world;
+    const int64_t position = sharding_.position(shard_position);
     const ImageSample& sample = samples_[order_[position]];
     float* out = batch.images.data() + size_t(batch.size) * floats_per_image;
     try {
@@ -143,17 +77,7 @@ ImageBatch ImageLoader::build_batch(int64_t batch_index) const {
 
 std::optional<ImageBatch> ImageLoader::next() {
   if (epoch_ < 0) fail("ImageLoader", "next() called before start_epoch()");
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (next_to_return_ >= batches_per_epoch_) return std::nullopt;
-  Slot& slot = slots_[next_to_return_ % options_.prefetch_batches];
-  batch_ready_.wait(lock, [&] { return slot.ready; });
-  Slot taken = std::move(slot);
-  slot = Slot{};
-  ++next_to_return_;
-  lock.unlock();
-  room_available_.notify_all();
-  if (taken.error) std::rethrow_exception(taken.error);
-  return std::move(taken.batch);
+  return pipeline_.next();
 }
 
 }  // namespace trainbench::data

@@ -4,14 +4,11 @@
 // order. Everything random is derived from (seed, epoch, position in the epoch's order), never from
 // which thread ran first, so a run is reproducible bit for bit with any number of workers.
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <exception>
-#include <mutex>
 #include <optional>
-#include <thread>
 #include <vector>
 
+#include "data/batch_pipeline.h"
 #include "data/image_folder.h"
 #include "data/image_transforms.h"
 
@@ -65,37 +62,20 @@ class ImageLoader {
   // following call continues with the batch after it.
   std::optional<ImageBatch> next();
 
-  int64_t batches_per_epoch() const { return batches_per_epoch_; }
-  int64_t samples_per_epoch() const { return samples_per_epoch_; }  // for this rank, before skipping
+  int64_t batches_per_epoch() const { return sharding_.batches_per_epoch; }
+  int64_t samples_per_epoch() const { return sharding_.samples_per_epoch; }  // for this rank, before skipping
 
  private:
-  struct Slot {
-    bool ready = false;
-    ImageBatch batch;
-    std::exception_ptr error;
-  };
-
-  void stop_workers();
-  void worker_loop();
-  ImageBatch build_batch(int64_t batch_index) const;
+  ImageBatch build_batch(int64_t batch_index, const std::atomic<bool>& stopping) const;
 
   const std::vector<ImageSample> samples_;
   const ImageLoaderOptions options_;
-  int64_t samples_per_epoch_ = 0;
-  int64_t batches_per_epoch_ = 0;
+  const EpochSharding sharding_;
 
   // Fixed while the workers of an epoch run.
   int64_t epoch_ = -1;
   std::vector<int64_t> order_;  // the epoch's permutation of sample indices (all ranks)
-
-  std::mutex mutex_;
-  std::condition_variable room_available_;  // workers wait for a free slot
-  std::condition_variable batch_ready_;     // next() waits for its batch
-  std::atomic<bool> stopping_{false};  // also polled between samples so shutdown is quick
-  int64_t next_to_build_ = 0;
-  int64_t next_to_return_ = 0;
-  std::vector<Slot> slots_;  // batch b lives in slots_[b % prefetch_batches]
-  std::vector<std::thread> workers_;
+  BatchPipeline<ImageBatch> pipeline_;
 };
 
 }  // namespace trainbench::data

@@ -3,17 +3,15 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <filesystem>
-#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "data/generators/dataset_directory.h"
 #include "data/image_decode.h"
 #include "data/random.h"
 #include "util/error.h"
@@ -340,15 +338,6 @@ std::string val_image_id(int64_t number) {
   return name;
 }
 
-// Plain write: atomicity comes from renaming the finished tree, which is far cheaper than one fsync per file.
-void write_bytes(const fs::path& path, const std::vector<uint8_t>& bytes) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "wb"), std::fclose);
-  if (!file) fail(path.string(), std::string("cannot open for writing: ") + std::strerror(errno));
-  if (std::fwrite(bytes.data(), 1, bytes.size(), file.get()) != bytes.size())
-    fail(path.string(), std::string("write failed: ") + std::strerror(errno));
-  if (std::fclose(file.release()) != 0) fail(path.string(), std::string("write failed: ") + std::strerror(errno));
-}
-
 void validate(const ImageClassesOptions& options) {
   auto in_range = [](int64_t value, int64_t low, int64_t high, const char* field) {
     if (value < low || value > high)
@@ -435,26 +424,7 @@ void generate_tree(const fs::path& root, const ImageClassesOptions& options) {
 
 ImageClassesCounts make_image_classification_dataset(const std::string& out_dir, const ImageClassesOptions& options) {
   validate(options);
-  fs::path out = fs::path(out_dir).lexically_normal();
-  if (!out.has_filename()) out = out.parent_path();  // "data/" -> "data"
-  if (out.empty()) fail("out_dir", "expected a directory path, got '" + out_dir + "'");
-  std::error_code ec;
-  if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
-    fail(out.string(), "already exists; the generator only writes a new directory (remove it or pick another)");
-
-  const fs::path staging = out.string() + ".partial";
-  fs::remove_all(staging, ec);  // left over from an interrupted run
-  try {
-    generate_tree(staging, options);
-    fs::remove(out, ec);  // the empty directory, if any
-    fs::rename(staging, out);
-  } catch (const fs::filesystem_error& e) {
-    fs::remove_all(staging, ec);
-    fail(e.path1().string(), std::string("cannot write the dataset: ") + e.code().message());
-  } catch (...) {
-    fs::remove_all(staging, ec);
-    throw;
-  }
+  write_new_dataset_directory(out_dir, [&](const fs::path& staging) { generate_tree(staging, options); });
   ImageClassesCounts counts;
   counts.classes = options.classes;
   counts.train_images = int64_t{options.classes} * options.train_per_class;

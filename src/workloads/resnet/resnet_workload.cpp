@@ -1,6 +1,5 @@
 // The image-classification benchmark (MLPerf "resnet"): ResNet-50 v1.5 on ImageNet, LARS or SGD.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -14,6 +13,7 @@
 #include "dist/gradient_sync.h"
 #include "util/error.h"
 #include "workloads/common.h"
+#include "workloads/data_pipeline_bench.h"
 #include "workloads/resnet/lars.h"
 #include "workloads/resnet/lr_schedule.h"
 #include "workloads/resnet/model.h"
@@ -282,21 +282,8 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   data::ImageLoader loader(std::move(index.train),
                            loader_options(config, true, settings.seed, settings.skip_corrupt, *communicator));
   loader.start_epoch(1);
-  for (int64_t batch = 0; batch < bench_settings.warmup_steps && loader.next(); ++batch) {
-  }
-  const auto begin = std::chrono::steady_clock::now();
-  int64_t samples = 0;
-  for (int64_t batch = 0; batch < bench_settings.steps; ++batch) {
-    const auto next = loader.next();
-    if (!next) break;  // the epoch ran out; report what was measured
-    samples += next->size;
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-  std::snprintf(line, sizeof line, "data pipeline %10.1f img/s  (%lld images, %lld loader threads, %.1fx training)\n",
-                seconds > 0 ? samples / seconds : 0.0, static_cast<long long>(samples),
-                static_cast<long long>(config.integer("loader_threads")),
-                seconds > 0 ? (samples / seconds) / (batch_size / step_time) : 0.0);
-  out << line;
+  print_data_pipeline(out, bench_settings, config.integer("loader_threads"), batch_size / step_time,
+                      [&] { return loader.next(); });
 }
 
 }  // namespace

@@ -1,0 +1,79 @@
+#include "detection/box_ops.h"
+
+#include <vector>
+
+namespace trainbench::detection {
+
+torch::Tensor box_iou(const torch::Tensor& a, const torch::Tensor& b) {
+  const auto area_a = (a.select(1, 2) - a.select(1, 0)) * (a.select(1, 3) - a.select(1, 1));
+  const auto area_b = (b.select(1, 2) - b.select(1, 0)) * (b.select(1, 3) - b.select(1, 1));
+  const auto left_top = torch::max(a.unsqueeze(1).narrow(2, 0, 2), b.unsqueeze(0).narrow(2, 0, 2));
+  const auto right_bottom = torch::min(a.unsqueeze(1).narrow(2, 2, 2), b.unsqueeze(0).narrow(2, 2, 2));
+  const auto extent = (right_bottom - left_top).clamp_min(0);
+  const auto intersection = extent.select(2, 0) * extent.select(2, 1);
+  const auto union_area = area_a.unsqueeze(1) + area_b.unsqueeze(0) - intersection;
+  return torch::where(union_area > 0, intersection / union_area, torch::zeros_like(intersection));
+}
+
+torch::Tensor xywh_to_ltrb(const torch::Tensor& boxes) {
+  const auto center = boxes.narrow(-1, 0, 2), half = 0.5 * boxes.narrow(-1, 2, 2);
+  return torch::cat({center - half, center + half}, -1);
+}
+
+torch::Tensor ltrb_to_xywh(const torch::Tensor& boxes) {
+  const auto left_top = boxes.narrow(-1, 0, 2), right_bottom = boxes.narrow(-1, 2, 2);
+  return torch::cat({0.5 * (left_top + right_bottom), right_bottom - left_top}, -1);
+}
+
+torch::Tensor clip_boxes(const torch::Tensor& boxes, double width, double height) {
+  const auto x = boxes.index({torch::indexing::Ellipsis, torch::indexing::Slice(0, 4, 2)}).clamp(0, width);
+  const auto y = boxes.index({torch::indexing::Ellipsis, torch::indexing::Slice(1, 4, 2)}).clamp(0, height);
+  return torch::stack({x.select(-1, 0), y.select(-1, 0), x.select(-1, 1), y.select(-1, 1)}, -1);
+}
+
+torch::Tensor encode_boxes(const torch::Tensor& boxes_xywh, const torch::Tensor& anchors_xywh,
+                           const BoxCoderWeights& weights) {
+  const auto anchor_center = anchors_xywh.narrow(-1, 0, 2), anchor_size = anchors_xywh.narrow(-1, 2, 2);
+  const auto center = weights.center * (boxes_xywh.narrow(-1, 0, 2) - anchor_center) / anchor_size;
+  const auto size = weights.size * (boxes_xywh.narrow(-1, 2, 2) / anchor_size).log();
+  return torch::cat({center, size}, -1);
+}
+
+torch::Tensor decode_boxes(const torch::Tensor& offsets, const torch::Tensor& anchors_xywh,
+                           const BoxCoderWeights& weights) {
+  const auto anchor_center = anchors_xywh.narrow(-1, 0, 2), anchor_size = anchors_xywh.narrow(-1, 2, 2);
+  const auto center = offsets.narrow(-1, 0, 2) / weights.center * anchor_size + anchor_center;
+  const auto size = (offsets.narrow(-1, 2, 2) / weights.size).exp() * anchor_size;
+  return torch::cat({center, size}, -1);
+}
+
+torch::Tensor nms(const torch::Tensor& boxes_ltrb, const torch::Tensor& scores, double iou_threshold) {
+  const int64_t count = boxes_ltrb.size(0);
+  const auto index_options = torch::TensorOptions(torch::kInt64).device(boxes_ltrb.device());
+  if (count == 0) return torch::empty({0}, index_options);
+  // Stable, so equal scores are visited in index order whatever the device.
+  const auto order = std::get<1>(scores.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+  const auto sorted = boxes_ltrb.index_select(0, order);
+  const auto overlaps = (box_iou(sorted, sorted) > iou_threshold).to(torch::kCPU).contiguous();
+  const auto suppresses = overlaps.accessor<bool, 2>();
+  std::vector<char> removed(count, 0);
+  std::vector<int64_t> kept;
+  for (int64_t i = 0; i < count; ++i) {
+    if (removed[i]) continue;
+    kept.push_back(i);
+    for (int64_t j = i + 1; j < count; ++j)
+      if (suppresses[i][j]) removed[j] = 1;
+  }
+  return order.index_select(0, torch::tensor(kept, torch::kInt64).to(order.device()));
+}
+
+torch::Tensor batched_nms(const torch::Tensor& boxes_ltrb, const torch::Tensor& scores, const torch::Tensor& classes,
+                          double iou_threshold) {
+  if (boxes_ltrb.size(0) == 0) return torch::empty({0}, torch::TensorOptions(torch::kInt64).device(boxes_ltrb.device()));
+  // Shifting each class's boxes by class * (largest coordinate + 1) makes boxes of different classes disjoint,
+  // so one NMS pass suppresses only within a class.
+  const auto shift = classes.to(boxes_ltrb.scalar_type()) * (boxes_ltrb.max() + 1);
+  return nms(boxes_ltrb + shift.unsqueeze(1), scores, iou_threshold);
+}
+
+}  // namespace trainbench::detection

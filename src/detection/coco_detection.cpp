@@ -1,0 +1,63 @@
+#include "detection/coco_detection.h"
+
+#include <filesystem>
+#include <unordered_map>
+
+#include "util/error.h"
+
+namespace trainbench::detection {
+
+CocoDetectionSet load_coco_detection(const std::string& annotation_file, const std::string& image_dir) {
+  CocoDetectionSet set;
+  set.ground_truth = coco::load_ground_truth(annotation_file);
+  const coco::GroundTruth& truth = set.ground_truth;
+
+  std::unordered_map<int64_t, int64_t> label_of_category;
+  for (size_t i = 0; i < truth.categories.size(); ++i) {
+    if (!label_of_category.emplace(truth.categories[i].id, static_cast<int64_t>(i) + 1).second)
+      fail(annotation_file + ": categories[" + std::to_string(i) + "].id",
+           "duplicate category id " + std::to_string(truth.categories[i].id));
+    set.category_ids.push_back(truth.categories[i].id);
+  }
+
+  std::unordered_map<int64_t, size_t> sample_of_image;
+  std::vector<DetectionSample> all;
+  for (size_t i = 0; i < truth.images.size(); ++i) {
+    const coco::Image& image = truth.images[i];
+    const std::string where = annotation_file + ": images[" + std::to_string(i) + "]";
+    if (image.file_name.empty()) fail(where + ".file_name", "missing; the loader needs each image's file");
+    if (image.width == 0 || image.height == 0) fail(where, "needs width and height to scale its boxes");
+    if (!sample_of_image.emplace(image.id, all.size()).second)
+      fail(where + ".id", "duplicate image id " + std::to_string(image.id));
+    DetectionSample sample;
+    sample.path = (std::filesystem::path(image_dir) / image.file_name).string();
+    sample.image_id = image.id;
+    sample.width = static_cast<int>(image.width);
+    sample.height = static_cast<int>(image.height);
+    all.push_back(std::move(sample));
+  }
+
+  for (size_t i = 0; i < truth.annotations.size(); ++i) {
+    const coco::Annotation& annotation = truth.annotations[i];
+    const std::string where = annotation_file + ": annotations[" + std::to_string(i) + "]";
+    const auto image = sample_of_image.find(annotation.image_id);
+    if (image == sample_of_image.end())
+      fail(where + ".image_id", std::to_string(annotation.image_id) + " is not in images");
+    const auto label = label_of_category.find(annotation.category_id);
+    if (label == label_of_category.end())
+      fail(where + ".category_id", std::to_string(annotation.category_id) + " is not in categories");
+    DetectionSample& sample = all[image->second];
+    const coco::Box& box = annotation.bbox;
+    const float width = static_cast<float>(sample.width), height = static_cast<float>(sample.height);
+    for (double value : {box.x / width, box.y / height, (box.x + box.width) / width, (box.y + box.height) / height})
+      sample.boxes.push_back(static_cast<float>(value));
+    sample.labels.push_back(label->second);
+    sample.annotations.push_back(static_cast<uint32_t>(i));
+  }
+
+  for (auto& sample : all)
+    if (!sample.labels.empty()) set.samples.push_back(std::move(sample));
+  return set;
+}
+
+}  // namespace trainbench::detection

@@ -1,0 +1,35 @@
+#pragma once
+// A COCO instances file and its image folder as detection training samples, the way the MLPerf SSD reference's
+// COCODetection reads them: categories numbered 1..C in the file's order (0 is background), each box
+// [x, y, w, h] turned into (left, top, right, bottom) divided by the image's width and height from the file,
+// crowd boxes kept, and images without any annotation left out. Plain C++ on top of the coco/ reader, so
+// Mask R-CNN and the tests use it without LibTorch.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "coco/annotations.h"
+
+namespace trainbench::detection {
+
+struct DetectionSample {
+  std::string path;  // image_dir / file_name
+  int64_t image_id = 0;
+  int width = 0;   // from the annotation file
+  int height = 0;
+  std::vector<float> boxes;     // 4 per object: left, top, right, bottom relative to the image
+  std::vector<int64_t> labels;  // 1..C per object
+  std::vector<uint32_t> annotations;  // each object's index in ground_truth.annotations
+};
+
+struct CocoDetectionSet {
+  std::vector<DetectionSample> samples;  // images with at least one annotation, in the file's image order
+  std::vector<int64_t> category_ids;     // label l is category_ids[l - 1]
+  coco::GroundTruth ground_truth;        // the whole file, for the evaluator
+};
+
+// Throws Error naming the file and field: an image without file_name, width or height; a duplicate image id;
+// an annotation on an unknown image or category.
+CocoDetectionSet load_coco_detection(const std::string& annotation_file, const std::string& image_dir);
+
+}  // namespace trainbench::detection

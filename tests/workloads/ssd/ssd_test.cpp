@@ -1,0 +1,192 @@
+// SSD: the default boxes, matching and box coding, one training step and the evaluation decode against an
+// independent python3-torch + torchvision implementation written from the MLPerf reference (ssd_reference.py),
+// and the quality gate (the tiny preset through the harness, its log reviewed).
+#include <cstdlib>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "detection/box_ops.h"
+#include "support/quality_gate.h"
+#include "support/torch_pickle.h"
+#include "util/error.h"
+#include "workloads/ssd/model.h"
+
+namespace trainbench::ssd {
+namespace {
+
+namespace fs = std::filesystem;
+
+using testing::load_dict;
+using testing::save_dict;
+
+// The tiny preset's geometry at 75 px: levels 10, 5, 3, 1.
+detection::DefaultBoxGeometry geometry75() {
+  return {75, {10, 5, 3, 1}, {8, 16, 25, 75}, {11.25, 24.75, 38.25, 51.75, 65.25}, {{2}, {2, 3}, {2}, {2}}};
+}
+
+TEST(SsdModel, FeatureSizesAndBoxCountsFollowTheInputSize) {
+  EXPECT_EQ(feature_sizes(300), (std::vector<int>{38, 19, 10, 5, 3, 1}));
+  EXPECT_EQ(feature_sizes(150), (std::vector<int>{19, 10, 5, 3, 1}));
+  EXPECT_EQ(feature_sizes(75), (std::vector<int>{10, 5, 3, 1}));
+  EXPECT_EQ(detection::ssd300_geometry().total_boxes(), 8732);
+  EXPECT_EQ(geometry75().total_boxes(), 590);
+  Ssd model(SsdOptions().image_size(75).blocks_per_stage({1, 1, 1}).width_divisor(8).num_classes(4).geometry(geometry75()));
+  const auto [locations, scores] = model->forward(torch::zeros({2, 3, 75, 75}));
+  EXPECT_EQ(locations.sizes(), (std::vector<int64_t>{2, 4, 590}));
+  EXPECT_EQ(scores.sizes(), (std::vector<int64_t>{2, 4, 590}));
+  EXPECT_THROW(Ssd(SsdOptions().image_size(64)), Error);
+  // The reference model's 119 tensor names of the rules (87 backbone, 20 extra blocks, 12 predictors).
+  Ssd reference(SsdOptions{});
+  const auto names = reference->mlperf_tensor_names();
+  EXPECT_EQ(names.size(), 119u);
+  EXPECT_EQ(names.front(), "ssd0_resnetmlperf0_conv0_weight");
+  EXPECT_EQ(names[3 + 3 * 6 + 3 * 8], "ssd0_resnetmlperf0_stage2_conv8_weight");
+  EXPECT_EQ(names.back(), "ssd0_convpredictor5_conv0_bias");
+}
+
+TEST(SsdModel, MatchedBoxesSurviveEncodeAndDecode) {
+  torch::manual_seed(3);
+  const auto xywh = torch::from_blob(detection::default_boxes_xywh(geometry75()).data(), {590, 4}, torch::kFloat32).clone();
+  const auto ltrb = detection::xywh_to_ltrb(xywh);
+  const auto corner = torch::rand({5, 2}) * 0.6;
+  const auto truth = torch::cat({corner, corner + 0.1 + torch::rand({5, 2}) * 0.3}, 1);
+  const auto [matched, labels] = match(truth, torch::arange(1, 6), ltrb, xywh);
+  for (int64_t k = 0; k < 5; ++k) EXPECT_TRUE((labels == k + 1).any().item<bool>()) << "ground truth " << k << " unmatched";
+  const auto offsets = detection::encode_boxes(matched, xywh);
+  EXPECT_TRUE(torch::allclose(detection::decode_boxes(offsets, xywh), matched, 1e-5, 1e-6));
+  // Positives decode back to their ground truth exactly as given in ltrb.
+  const auto positive = labels > 0;
+  const auto decoded = detection::xywh_to_ltrb(detection::decode_boxes(offsets, xywh)).index({positive});
+  EXPECT_TRUE(torch::allclose(decoded, truth.index({labels.index({positive}) - 1}), 1e-5, 1e-6));
+}
+
+TEST(SsdParity, OneStepAndDecodeMatchAnIndependentPyTorchImplementation) {
+  torch::manual_seed(11);
+  const auto geometry = geometry75();
+  // Full widths: the reference backbone is torchvision's own ResNet, whose widths are fixed.
+  Ssd model(SsdOptions().image_size(75).blocks_per_stage({1, 1, 1}).width_divisor(1).num_classes(4).geometry(geometry));
+  model->train();
+  const int64_t batch = 3;
+  const auto images = torch::randn({batch, 3, 75, 75});
+  // Image 0: two objects; image 1: one large object; image 2: three, two of them overlapping.
+  const auto boxes = torch::tensor({0.1f, 0.1f, 0.4f, 0.5f, 0.5f, 0.2f, 0.9f, 0.6f, 0.05f, 0.1f, 0.95f, 0.9f, 0.2f, 0.2f,
+                                    0.5f, 0.5f, 0.3f, 0.3f, 0.6f, 0.6f, 0.7f, 0.1f, 0.8f, 0.3f})
+                         .view({6, 4});
+  const auto labels = torch::tensor({1, 3, 2, 1, 1, 3}, torch::kInt64);
+  const std::vector<int64_t> offsets{0, 2, 3, 6};
+  const double lr = 0.05, momentum = 0.9, weight_decay = 5e-4;
+
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_ssd_parity_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  c10::Dict<std::string, torch::Tensor> inputs;
+  for (const auto& item : model->named_parameters()) inputs.insert("state." + item.key(), item.value().clone());
+  for (const auto& item : model->named_buffers()) inputs.insert("state." + item.key(), item.value().clone());
+  inputs.insert("images", images);
+  inputs.insert("boxes", boxes);
+  inputs.insert("labels", labels);
+  inputs.insert("object_offsets", torch::tensor(offsets));
+  inputs.insert("setting.image_size", torch::tensor(75));
+  inputs.insert("setting.feature_sizes", torch::tensor(std::vector<int64_t>{10, 5, 3, 1}));
+  inputs.insert("setting.steps", torch::tensor(geometry.steps));
+  inputs.insert("setting.scales", torch::tensor(geometry.scales));
+  inputs.insert("setting.aspect_ratios", torch::tensor({2.0, 0.0, 2.0, 3.0, 2.0, 0.0, 2.0, 0.0}).view({4, 2}));
+  inputs.insert("setting.num_classes", torch::tensor(4));
+  inputs.insert("setting.blocks", torch::tensor(std::vector<int64_t>{1, 1, 1}));
+  inputs.insert("setting.lr", torch::tensor(lr, torch::kFloat64));
+  inputs.insert("setting.momentum", torch::tensor(momentum, torch::kFloat64));
+  inputs.insert("setting.weight_decay", torch::tensor(weight_decay, torch::kFloat64));
+  // A confident, peaked output for the decode comparison: many boxes above the score threshold, overlapping.
+  const auto decode_locations = torch::randn({4, 590}) * 0.5;
+  const auto decode_scores = torch::randn({4, 590}) * 3;
+  inputs.insert("decode.locations", decode_locations);
+  inputs.insert("decode.scores", decode_scores);
+  save_dict(inputs, dir / "inputs.pt");
+
+  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_SSD_REFERENCE_SCRIPT + " " +
+                              (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << "reference failed (are python3-torch and python3-torchvision installed?): " << command;
+  const auto expected = load_dict(dir / "expected.pt");
+  const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
+
+  // Default boxes: the tiny geometry and dboxes300_coco (8732 boxes), computed independently.
+  EXPECT_TRUE(torch::allclose(model->default_boxes_xywh(), reference("default_boxes"), 0, 1e-7));
+  const auto boxes300 = detection::default_boxes_xywh(detection::ssd300_geometry());
+  ASSERT_EQ(reference("default_boxes300").size(0), 8732);
+  EXPECT_TRUE(torch::allclose(torch::from_blob(const_cast<float*>(boxes300.data()), {8732, 4}), reference("default_boxes300"), 0, 1e-7));
+
+  std::vector<torch::Tensor> matched_boxes, matched_labels;
+  for (int64_t i = 0; i < batch; ++i) {
+    const auto [matched, matched_label] = match(boxes.slice(0, offsets[i], offsets[i + 1]), labels.slice(0, offsets[i], offsets[i + 1]),
+                                                model->default_boxes_ltrb(), model->default_boxes_xywh());
+    matched_boxes.push_back(matched);
+    matched_labels.push_back(matched_label);
+  }
+  const auto target_boxes = torch::stack(matched_boxes), target_labels = torch::stack(matched_labels);
+  EXPECT_TRUE(torch::equal(target_labels, reference("matched_labels")));
+  EXPECT_TRUE(torch::allclose(target_boxes, reference("matched_boxes"), 1e-6, 1e-7));
+
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(lr).momentum(momentum).weight_decay(weight_decay));
+  optimizer.zero_grad();
+  const auto [locations, scores] = model->forward(images);
+  const auto loss = ssd_loss(locations, scores, target_boxes, target_labels, model->default_boxes_xywh());
+  loss.backward();
+  optimizer.step();
+  EXPECT_NEAR(loss.item<double>(), reference("loss").item<double>(), 1e-4 * std::abs(reference("loss").item<double>()));
+  int compared = 0;
+  for (const auto& item : model->named_parameters()) {
+    EXPECT_TRUE(torch::allclose(item.value(), reference("state." + item.key()), 1e-4, 1e-5)) << item.key();
+    ++compared;
+  }
+  for (const auto& item : model->named_buffers()) {
+    if (item.key().find("default_boxes") != std::string::npos) continue;
+    EXPECT_TRUE(torch::allclose(item.value().to(torch::kFloat64), reference("state." + item.key()).to(torch::kFloat64), 1e-4, 1e-5))
+        << item.key();
+  }
+  // Stem 3, layer1 6, layer2 and layer3 9 each (with the shortcut), 3 extra blocks x 4, 4 levels x 4.
+  EXPECT_EQ(compared, 3 + 6 + 9 + 9 + 12 + 16);
+
+  const ImageDetections found = decode(decode_locations, decode_scores, model->default_boxes_xywh(), DecodeOptions{});
+  ASSERT_GT(found.scores.numel(), 10);
+  ASSERT_EQ(found.scores.numel(), reference("decoded_scores").numel());
+  // Same detections; the reference lists them by increasing score, ours by decreasing.
+  const auto order = std::get<1>(reference("decoded_scores").sort(/*stable=*/true, 0, /*descending=*/true));
+  EXPECT_TRUE(torch::allclose(found.scores, reference("decoded_scores").index_select(0, order), 1e-6, 1e-7));
+  EXPECT_TRUE(torch::equal(found.labels, reference("decoded_labels").index_select(0, order)));
+  EXPECT_TRUE(torch::allclose(found.boxes_ltrb, reference("decoded_boxes").index_select(0, order), 1e-5, 1e-6));
+  fs::remove_all(dir);
+}
+
+TEST(SsdModel, LoadsTorchvisionResNet34WeightsConvertedByTheScript) {
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_ssd_backbone_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // A torchvision ResNet-34 saved in the legacy (pre-zip) format, as resnet34-333f7ec4.pth is.
+  const std::string make = "/usr/bin/python3 -c \"import torch, torchvision; torch.manual_seed(1); "
+                           "torch.save(torchvision.models.resnet34().state_dict(), '" + (dir / "resnet34.pth").string() +
+                           "', _use_new_zipfile_serialization=False)\"";
+  ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  const std::string convert = std::string("/usr/bin/python3 ") + TRAINBENCH_CONVERT_SCRIPT + " " +
+                              (dir / "resnet34.pth").string() + " " + (dir / "backbone.pt").string() + " > /dev/null";
+  ASSERT_EQ(std::system(convert.c_str()), 0) << convert;
+  Ssd model(SsdOptions{});
+  model->load_backbone((dir / "backbone.pt").string());
+  const auto expected = load_dict(dir / "backbone.pt");
+  for (const char* name : {"conv1.weight", "bn1.running_var", "layer3.5.bn2.bias", "layer2.0.downsample.0.weight"}) {
+    torch::Tensor value;
+    for (const auto& item : model->backbone->named_parameters())
+      if (item.key() == name) value = item.value();
+    for (const auto& item : model->backbone->named_buffers())
+      if (item.key() == name) value = item.value();
+    ASSERT_TRUE(value.defined()) << name;
+    EXPECT_TRUE(torch::equal(value, expected.at(name).toTensor())) << name;
+  }
+  Ssd narrow(SsdOptions().width_divisor(4));
+  EXPECT_THROW(narrow->load_backbone((dir / "backbone.pt").string()), Error);  // shapes differ: named, not copied
+  fs::remove_all(dir);
+}
+
+TEST(SsdQualityGate, TinyPresetReachesItsTarget) { const testing::QualityGateRun gate("ssd", 1234); }
+
+}  // namespace
+}  // namespace trainbench::ssd
