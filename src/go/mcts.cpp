@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <thread>
 
 #include "util/error.h"
 
@@ -283,14 +285,17 @@ struct Slot {
 
 class GameDriver {
  public:
-  GameDriver(const PlayOptions& options, Mode mode, int games, const BatchEvaluator& evaluate, ExampleSet* examples,
-             PlayStats* stats)
-      : options_(options), mode_(mode), games_(games), evaluate_(evaluate), examples_(examples), stats_(stats) {
+  // Plays games [first_game, end_game) (their indices decide the colours of a match).
+  GameDriver(const PlayOptions& options, Mode mode, int first_game, int end_game, uint64_t seed,
+             const BatchEvaluator& evaluate, ExampleSet* examples, PlayStats* stats)
+      : options_(options), mode_(mode), games_(end_game), evaluate_(evaluate), examples_(examples), stats_(stats),
+        next_game_(first_game) {
+    const int games = end_game - first_game;
     if (options.size < 2 || options.size > kMaxSize) fail("board size " + std::to_string(options.size), "expected 2 to 19");
     if (options.mcts.virtual_losses < 1) fail("virtual_losses", "must be at least 1");
     if (options.mcts.readouts < 1) fail("readouts", "must be at least 1");
     const int concurrent = std::max(1, std::min(options.concurrent_games, games));
-    data::Rng seeds(options.seed);
+    data::Rng seeds(seed);
     slots_.reserve(static_cast<size_t>(concurrent));  // the trees point at their slot's game: no reallocation
     for (int i = 0; i < concurrent; ++i) slots_.emplace_back(options.size, options.mcts, seeds.next_u64());
     points_ = options.size * options.size;
@@ -440,20 +445,65 @@ class GameDriver {
   PlayStats* stats_;
   std::vector<Slot> slots_;
   std::vector<GameRecord> records_;
-  int next_game_ = 0;
+  int next_game_;
   int points_ = 0, feature_size_ = 0;
 };
+
+// Splits the games over options.worker_threads drivers, each on its own thread with its own share of the
+// concurrent games, and joins their records, examples and counts in thread order (so a seed and a thread
+// count give the same result). An exception on a worker (e.g. an interrupted run) is rethrown here.
+std::vector<GameRecord> play_games(const PlayOptions& options, Mode mode, int games, const BatchEvaluator& evaluate,
+                                   ExampleSet* examples, PlayStats* stats) {
+  const int workers = std::max(1, std::min(options.worker_threads, games));
+  PlayOptions share = options;
+  share.concurrent_games = std::max(1, options.concurrent_games / workers);
+  std::vector<std::vector<GameRecord>> records(static_cast<size_t>(workers));
+  std::vector<ExampleSet> example_sets(static_cast<size_t>(workers));
+  std::vector<PlayStats> counts(static_cast<size_t>(workers));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(workers));
+  const auto work = [&](int worker) {
+    try {
+      if (workers > 1 && options.worker_setup) options.worker_setup();
+      const int first = games * worker / workers, end = games * (worker + 1) / workers;
+      GameDriver driver(share, mode, first, end, data::mix_seed(options.seed, static_cast<uint64_t>(worker)), evaluate,
+                        examples ? &example_sets[worker] : nullptr, &counts[worker]);
+      records[worker] = driver.run();
+    } catch (...) {
+      errors[worker] = std::current_exception();
+    }
+  };
+  if (workers == 1) {
+    work(0);
+  } else {
+    std::vector<std::thread> threads;
+    for (int worker = 0; worker < workers; ++worker) threads.emplace_back(work, worker);
+    for (auto& thread : threads) thread.join();
+  }
+  for (const auto& error : errors)
+    if (error) std::rethrow_exception(error);
+  std::vector<GameRecord> all;
+  for (int worker = 0; worker < workers; ++worker) {
+    for (auto& record : records[worker]) all.push_back(std::move(record));
+    if (examples) examples->append(example_sets[worker]);
+    if (stats) {
+      stats->moves += counts[worker].moves;
+      stats->evaluations += counts[worker].evaluations;
+      stats->batches += counts[worker].batches;
+    }
+  }
+  return all;
+}
 
 }  // namespace
 
 std::vector<GameRecord> self_play(const PlayOptions& options, int games, const BatchEvaluator& evaluate,
                                   ExampleSet* examples, PlayStats* stats) {
-  return GameDriver(options, Mode::kSelfPlay, games, evaluate, examples, stats).run();
+  return play_games(options, Mode::kSelfPlay, games, evaluate, examples, stats);
 }
 
 std::vector<GameRecord> play_match(const PlayOptions& options, int games, const BatchEvaluator& evaluate,
                                    PlayStats* stats) {
-  return GameDriver(options, Mode::kMatch, games, evaluate, nullptr, stats).run();
+  return play_games(options, Mode::kMatch, games, evaluate, nullptr, stats);
 }
 
 }  // namespace trainbench::go

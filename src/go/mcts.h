@@ -128,6 +128,12 @@ struct PlayOptions {
   bool resign = true;
   int max_game_length = 0;  // 0: 2 * size * size
   uint64_t seed = 1;
+  // Games are split over this many threads, each a driver with its share of the concurrent games calling
+  // the evaluator (which must then be thread-safe); with more than one, worker_setup runs first on each
+  // (e.g. one compute thread per network call, so the workers, not the network's intra-op threads, use the
+  // cores).
+  int worker_threads = 1;
+  std::function<void()> worker_setup;
 };
 
 struct PlayStats {
@@ -137,8 +143,9 @@ struct PlayStats {
   double mean_batch() const { return batches ? static_cast<double>(evaluations) / static_cast<double>(batches) : 0; }
 };
 
-// Self-play: `games` games of model 0 against itself, `concurrent_games` at a time, each tree selecting
-// virtual_losses leaves per round, every round one network call. Full moves are recorded as examples.
+// Self-play: `games` games of model 0 against itself, `concurrent_games` at a time (over worker_threads
+// drivers), each tree selecting virtual_losses leaves per round, every round of a driver one network call.
+// Full moves are recorded as examples.
 std::vector<GameRecord> self_play(const PlayOptions& options, int games, const BatchEvaluator& evaluate,
                                   ExampleSet* examples, PlayStats* stats);
 // A match: model 0 against model 1, Black alternating by game (model 0 is Black in even games), no noise,

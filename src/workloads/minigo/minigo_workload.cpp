@@ -48,8 +48,12 @@ go::MctsOptions mcts_options(const Config& config, int readouts) {
   return options;
 }
 
-go::PlayOptions self_play_options(const Config& config, uint64_t seed) {
+// Self-play and matches spread their games over `threads` drivers, each network call on one compute
+// thread: the networks are small, so games in parallel use the cores better than intra-op threads do.
+go::PlayOptions self_play_options(const Config& config, uint64_t seed, int threads) {
   go::PlayOptions options;
+  options.worker_threads = threads;
+  options.worker_setup = [] { torch::set_num_threads(1); };
   options.size = static_cast<int>(config.integer("board_size"));
   options.komi = config.number("komi");
   options.concurrent_games = static_cast<int>(config.integer("concurrent_games"));
@@ -67,8 +71,8 @@ go::PlayOptions self_play_options(const Config& config, uint64_t seed) {
   return options;
 }
 
-go::PlayOptions match_options(const Config& config, uint64_t seed) {
-  go::PlayOptions options = self_play_options(config, seed);
+go::PlayOptions match_options(const Config& config, uint64_t seed, int threads) {
+  go::PlayOptions options = self_play_options(config, seed, threads);
   options.mcts = mcts_options(config, static_cast<int>(config.integer("eval_readouts")));
   options.soft_pick_moves = static_cast<int>(config.integer("eval_soft_pick_moves"));
   return options;
@@ -100,14 +104,16 @@ void restore(MinigoNet& net, const Snapshot& tensors) {
 // generations' examples with momentum SGD on a global step that keeps counting across generations.
 class MinigoLoop {
  public:
-  MinigoLoop(const Config& config, torch::Device device, uint64_t seed)
+  MinigoLoop(const Config& config, torch::Device device, uint64_t seed, int threads)
       : config_(config),
         device_(device),
         seed_(seed),
+        threads_(threads),
         net_(net_options(config)),
         schedule_(lr_schedule(config)),
         rng_(data::mix_seed(seed, 0x6d696e69)) {
     net_->to(device_);
+    net_->eval();  // training switches to train mode and back; self-play needs eval mode
     optimizer_.emplace(net_->parameters(), torch::optim::SGDOptions(schedule_.at(0)).momentum(config.number("momentum")));
   }
 
@@ -116,7 +122,7 @@ class MinigoLoop {
   // Self-play of `games` games with the current network; their full moves become generation `generation`.
   int play_generation(int64_t generation, int64_t games, go::PlayStats* stats, const std::function<void()>& on_batch) {
     go::ExampleSet examples;
-    const go::PlayOptions options = self_play_options(config_, data::mix_seed(seed_, 1, static_cast<uint64_t>(generation)));
+    const go::PlayOptions options = self_play_options(config_, data::mix_seed(seed_, 1, static_cast<uint64_t>(generation)), threads_);
     const auto records = go::self_play(options, static_cast<int>(games), evaluator(on_batch), &examples, stats);
     window_.push_back(std::move(examples));
     while (static_cast<int64_t>(window_.size()) > config_.integer("window_size")) window_.erase(window_.begin());
@@ -139,7 +145,6 @@ class MinigoLoop {
     const int feature_size = go::Position::kPlanes * points;
     std::vector<uint8_t> features(static_cast<size_t>(batch * feature_size));
     std::vector<float> policies(static_cast<size_t>(batch * (points + 1))), outcomes(static_cast<size_t>(batch));
-    net_->train();
     for (int64_t step = 0; step < steps; ++step) {
       for (int64_t b = 0; b < batch; ++b) {
         const auto [g, i] = all[static_cast<size_t>(step * batch + b)];
@@ -152,16 +157,19 @@ class MinigoLoop {
       }
       on_step(batch, train_step(features.data(), policies.data(), outcomes.data(), batch));
     }
+    net_->eval();
     return steps * batch;
   }
 
-  // One optimizer step on a batch already in memory: lr from the global step, then the step counts.
+  // One optimizer step on a batch already in memory (train mode until the generation's training ends): lr
+  // from the global step, then the step counts.
   double train_step(const uint8_t* features, const float* policies, const float* outcomes, int64_t batch) {
     const int64_t size = config_.integer("board_size"), points = size * size;
     const auto planes = torch::from_blob(const_cast<uint8_t*>(features), {batch, go::Position::kPlanes, size, size}, torch::kUInt8)
                             .to(device_, torch::kFloat32);
     const auto pi = torch::from_blob(const_cast<float*>(policies), {batch, points + 1}, torch::kFloat32).to(device_);
     const auto z = torch::from_blob(const_cast<float*>(outcomes), {batch}, torch::kFloat32).to(device_);
+    net_->train();
     const MinigoLoss loss = minigo::train_step(net_, *optimizer_, schedule_.at(global_step_), planes, pi, z,
                                                config_.number("value_cost_weight"), config_.number("opt_weight_decay"));
     ++global_step_;
@@ -181,6 +189,7 @@ class MinigoLoop {
   const Config& config_;
   torch::Device device_;
   uint64_t seed_;
+  int threads_;
   MinigoNet net_;
   PiecewiseLr schedule_;
   std::optional<torch::optim::SGD> optimizer_;
@@ -191,16 +200,22 @@ class MinigoLoop {
 
 // The mini and tiny target: generation `generations` of a fixed run of the preset (bootstrap games from the
 // random network, then that many generations), built from `seed`.
+// Always 2 self-play drivers and one compute thread, so a seed gives the same network on any machine and
+// whether `data make` or a run's init builds it.
 MinigoNet build_target(const Config& config, torch::Device device, int64_t seed) {
   const Config recipe(config.name() + ": dataset", config.values().at("dataset"));
-  torch::manual_seed(seed);  // the same network whether `data make` or a run's init builds it
-  MinigoLoop loop(config, device, static_cast<uint64_t>(seed) ^ 0x7461726765740000ULL);
-  loop.play_generation(0, config.integer("bootstrap_games"), nullptr, nullptr);
+  const int threads_before = torch::get_num_threads();
+  torch::set_num_threads(1);
+  torch::manual_seed(seed);
+  MinigoLoop loop(config, device, static_cast<uint64_t>(seed) ^ 0x7461726765740000ULL, 2);
   const int64_t generations = recipe.integer("target_generation");
   for (int64_t generation = 1; generation <= generations; ++generation) {
+    loop.play_generation(generation - 1,
+                         config.integer(generation == 1 ? "bootstrap_games" : "min_selfplay_games_per_generation"), nullptr,
+                         nullptr);
     loop.train_generation([](int64_t, double) {});
-    if (generation < generations) loop.play_generation(generation, config.integer("min_selfplay_games_per_generation"), nullptr, nullptr);
   }
+  torch::set_num_threads(threads_before);
   return loop.net();
 }
 
@@ -215,6 +230,7 @@ MinigoNet load_target(const Config& config, const std::string& path, torch::Devi
                    error.what_without_backtrace());
   }
   net->to(device);
+  net->eval();
   return net;
 }
 
@@ -257,7 +273,7 @@ class MinigoWorkload : public WorkloadBase {
   std::vector<std::string> build() override {
     seed_torch(settings_);
     if (communicator_->world() != 1) fail("minigo", "runs as one process (self-play and training share its threads)");
-    loop_.emplace(config_, device_, static_cast<uint64_t>(settings_.seed));
+    loop_.emplace(config_, device_, static_cast<uint64_t>(settings_.seed), settings_.threads);
     target_ = resolve_target();
     bootstrap_games_ = loop_->play_generation(0, config_.integer("bootstrap_games"), nullptr, nullptr);
     return loop_->net()->initialized_tensor_names();
@@ -290,8 +306,10 @@ class MinigoWorkload : public WorkloadBase {
     MinigoNet learner(net_options(config_));
     learner->to(device_);
     restore(learner, saved_.at(generation - 1));
+    learner->eval();
     const int64_t games = config_.integer("eval_games");
-    const go::PlayOptions options = match_options(config_, data::mix_seed(static_cast<uint64_t>(settings_.seed), 2, generation));
+    const go::PlayOptions options =
+        match_options(config_, data::mix_seed(static_cast<uint64_t>(settings_.seed), 2, generation), settings_.threads);
     const auto records = go::play_match(
         options, static_cast<int>(games),
         [&](int model, const uint8_t* features, int batch, float* policy, float* values) {
@@ -337,7 +355,7 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
 void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
   const Config& config = settings.config;
   BenchRun run(settings, bench_settings);
-  MinigoLoop loop(config, run.device, static_cast<uint64_t>(settings.seed));
+  MinigoLoop loop(config, run.device, static_cast<uint64_t>(settings.seed), settings.threads);
   // Self-play: `steps` games of the preset's search with its (random) network.
   go::PlayStats stats;
   const auto begin = std::chrono::steady_clock::now();

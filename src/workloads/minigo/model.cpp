@@ -60,9 +60,8 @@ MinigoOutput MinigoNetImpl::forward(const torch::Tensor& planes) {
 }
 
 void MinigoNetImpl::evaluate(const uint8_t* features, int batch, float* policy, float* values) {
+  TORCH_CHECK(!is_training(), "MinigoNet::evaluate needs eval mode (it may run on several threads at once)");
   c10::InferenceMode inference;
-  const bool was_training = is_training();
-  eval();
   const int64_t size = options_.board_size(), points = size * size;
   const auto device = initial_conv_->weight.device();
   const auto planes = torch::from_blob(const_cast<uint8_t*>(features), {batch, go::Position::kPlanes, size, size}, torch::kUInt8)
@@ -72,7 +71,6 @@ void MinigoNetImpl::evaluate(const uint8_t* features, int batch, float* policy, 
   const auto value = out.value.to(torch::kCPU).contiguous();
   std::memcpy(policy, probabilities.data_ptr<float>(), sizeof(float) * static_cast<size_t>(batch * (points + 1)));
   std::memcpy(values, value.data_ptr<float>(), sizeof(float) * static_cast<size_t>(batch));
-  if (was_training) train();
 }
 
 std::vector<torch::Tensor> MinigoNetImpl::l2_parameters() const {

@@ -30,7 +30,8 @@ class MinigoNetImpl : public torch::nn::Module {
   explicit MinigoNetImpl(MinigoNetOptions options);
   MinigoOutput forward(const torch::Tensor& planes);
 
-  // Plays the network for MCTS: uint8 planes in, move probabilities and values out (eval mode, no autograd).
+  // Plays the network for MCTS: uint8 planes in, move probabilities and values out. Needs eval mode (BN on
+  // its running statistics, nothing written), so several self-play threads may call it at once.
   void evaluate(const uint8_t* features, int batch, float* policy, float* values);
 
   // The tensors the L2 term covers: every trainable variable whose TF name has neither "bias" nor "beta"

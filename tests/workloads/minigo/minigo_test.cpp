@@ -106,9 +106,10 @@ TEST(MinigoModel, BatchedInferenceMatchesTheForwardPass) {
   MinigoNet net(MinigoNetOptions().board_size(7).filters(8).trunk_blocks(1).fc_width(4));
   const auto planes = torch::randint(2, {5, 13, 7, 7}, torch::kUInt8);
   std::vector<float> policy(5 * 50), values(5);
-  net->evaluate(planes.data_ptr<uint8_t>(), 5, policy.data(), values.data());
-  EXPECT_TRUE(net->is_training()) << "evaluate() leaves the mode as it found it";
+  EXPECT_THROW(net->evaluate(planes.data_ptr<uint8_t>(), 5, policy.data(), values.data()), c10::Error)
+      << "train mode would update the BN statistics from several threads";
   net->eval();
+  net->evaluate(planes.data_ptr<uint8_t>(), 5, policy.data(), values.data());
   const MinigoOutput out = net->forward(planes.to(torch::kFloat32));
   const auto expected = torch::softmax(out.policy_logits, 1);
   EXPECT_TRUE(torch::allclose(torch::from_blob(policy.data(), {5, 50}), expected, 1e-5, 1e-6));
