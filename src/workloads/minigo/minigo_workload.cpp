@@ -6,7 +6,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
 #include <optional>
 
 #include <torch/torch.h>
@@ -14,6 +13,7 @@
 #include "data/random.h"
 #include "dist/communicator.h"
 #include "go/mcts.h"
+#include "go/sgf.h"
 #include "util/error.h"
 #include "workloads/common.h"
 #include "workloads/minigo/model.h"
@@ -124,6 +124,7 @@ class MinigoLoop {
     go::ExampleSet examples;
     const go::PlayOptions options = self_play_options(config_, data::mix_seed(seed_, 1, static_cast<uint64_t>(generation)), threads_);
     const auto records = go::self_play(options, static_cast<int>(games), evaluator(on_batch), &examples, stats);
+    write_games(generation, records);
     window_.push_back(std::move(examples));
     while (static_cast<int64_t>(window_.size()) > config_.integer("window_size")) window_.erase(window_.begin());
     return static_cast<int>(records.size());
@@ -186,6 +187,25 @@ class MinigoLoop {
   int64_t global_step() const { return global_step_; }
 
  private:
+  // With `sgf_dir` set, the generation's games as SGF: <sgf_dir>/generation-NNN/game-NNNNN.sgf.
+  void write_games(int64_t generation, const std::vector<go::GameRecord>& records) const {
+    const std::string root = config_.string("sgf_dir");
+    if (root.empty()) return;
+    char name[64];
+    std::snprintf(name, sizeof name, "generation-%03lld", static_cast<long long>(generation));
+    const fs::path dir = fs::path(root) / name;
+    fs::create_directories(dir);
+    const std::string player = "network " + std::to_string(generation);
+    for (size_t i = 0; i < records.size(); ++i) {
+      const go::GameRecord& record = records[i];
+      const std::string result = record.resigned ? (record.winner == go::kBlack ? "B+R" : "W+R") : go::result_text(record.score);
+      std::snprintf(name, sizeof name, "game-%05zu.sgf", i);
+      std::ofstream out(dir / name);
+      out << go::write_sgf(go::sgf_of_game(record.game, result, player, player));
+      if (!out) fail((dir / name).string(), "could not be written (sgf_dir)");
+    }
+  }
+
   const Config& config_;
   torch::Device device_;
   uint64_t seed_;
