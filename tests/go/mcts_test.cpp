@@ -97,6 +97,44 @@ TEST(GoMcts, FindsTheForcedEscape) {
   EXPECT_EQ(gtp_move(search(game, 300, 4), 7), "F5");
 }
 
+// Target pruning (minigo's ReshapeFinalVisits): the recorded distribution keeps the most visited move's
+// visits and takes exploration visits from the others, so no other move gains share.
+TEST(GoMcts, TargetPruningOnlyTakesVisitsFromTheOtherMoves) {
+  const Game game(5, 0.5);
+  for (const bool pruning : {false, true}) {
+    MctsOptions options;
+    options.readouts = 120;
+    options.virtual_losses = 4;
+    options.target_pruning = pruning;
+    SearchTree tree(5, options);
+    tree.reset(game);
+    data::Rng rng(8);
+    const BatchEvaluator evaluate = material_evaluator(5);
+    std::vector<uint8_t> features(static_cast<size_t>(4 * tree.feature_size()));
+    std::vector<float> policy(4 * 26), values(4);
+    while (!tree.root_expanded() || tree.root_visits() < options.readouts) {
+      const int leaves = tree.select_leaves(4, features.data(), rng);
+      evaluate(0, features.data(), leaves, policy.data(), values.data());
+      tree.apply_evaluations(policy.data(), values.data());
+    }
+    std::vector<float> pi(26);
+    tree.visit_distribution(pi.data());
+    const Move best = tree.pick_move(false, rng);
+    const double total = tree.root_visits() - 1;
+    int reduced = 0;
+    for (int m = 0; m < 26; ++m) {
+      const double raw = tree.child_visits(static_cast<Move>(m)) / total;
+      if (!pruning) EXPECT_NEAR(pi[m], raw, 1e-6);
+      if (pruning && m != best) EXPECT_LE(pi[m] * tree.child_visits(best) / std::max(pi[best], 1e-9f), tree.child_visits(static_cast<Move>(m)) + 1e-6);
+      reduced += pruning && m != best && pi[m] < raw - 1e-6;
+    }
+    if (pruning) {
+      EXPECT_GE(pi[best], tree.child_visits(best) / total);
+      EXPECT_GT(reduced, 0) << "some exploration visits were pruned";
+    }
+  }
+}
+
 TEST(GoMcts, SelfPlayBatchesManyGamesAndRecordsConsistentExamples) {
   PlayOptions options;
   options.size = 5;
