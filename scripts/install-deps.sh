@@ -16,6 +16,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev
   googletest libgtest-dev
   openmpi-bin libopenmpi-dev fio
+  gnugo cgoban
 )
 
 missing=()

@@ -65,7 +65,8 @@ std::pair<std::string, double> parse_time_limit(const json& limit, const std::st
 
 KeyRule parse_key_rule(const std::string& key, const json& spec, const std::string& config, const std::string& where) {
   allow_only(spec,
-             {"req", "or", "value", "metadata", "after", "not_after", "within_ms_of_first", "enqueue", "rules_text"},
+             {"req", "or", "value", "metadata", "after", "not_after", "within_ms_of_first", "enqueue", "rules_text",
+              "preset_scaled"},
              where);
   KeyRule rule;
   rule.key = key;
@@ -92,6 +93,10 @@ KeyRule parse_key_rule(const std::string& key, const json& spec, const std::stri
     std::tie(rule.within_ms_of_first_key, rule.within_ms) =
         parse_time_limit(spec["within_ms_of_first"], where + ".within_ms_of_first");
   rule.enqueue = string_field(spec, "enqueue", where, false);
+  if (spec.contains("preset_scaled")) {
+    if (!spec["preset_scaled"].is_boolean()) fail(where + ".preset_scaled", "must be true or false");
+    rule.preset_scaled = spec["preset_scaled"].get<bool>();
+  }
   if (spec.contains("rules_text")) {
     const json& text = spec["rules_text"];
     const std::string text_where = where + ".rules_text";

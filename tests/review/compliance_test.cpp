@@ -61,6 +61,23 @@ TEST(Compliance, UnknownKeysAreIgnored) {
   EXPECT_TRUE(review.compliant()) << testing::dump(review.findings);
 }
 
+// MiniGo's 8192 games per generation are the reference's size; a trainbench preset plays fewer, and only
+// the reference configuration is held to the number.
+TEST(Compliance, PresetScaledValuesAreCheckedForTheReferenceConfigurationOnly) {
+  const auto log_of = [](const std::string& preset) {
+    return minigo_log(
+        R"(:::MLLOG {"time_ms": 3, "key": "trainbench_preset", "value": ")" + preset + R"(", "metadata": {}})" "\n"
+        R"(:::MLLOG {"time_ms": 3, "key": "trainbench_target", "value": 0.5, "metadata": {}})" "\n"
+        R"(:::MLLOG {"time_ms": 4, "key": "actual_selfplay_games_per_generation", "value": 64, "metadata": {}})" "\n");
+  };
+  const RunReview tiny = review_log(parse_log_text(log_of("tiny"), "tiny.txt"), testing::ruleset_1_1());
+  EXPECT_TRUE(tiny.compliant()) << testing::dump(tiny.findings);
+  const RunReview reference = review_log(parse_log_text(log_of("reference"), "reference.txt"), testing::ruleset_1_1());
+  EXPECT_FALSE(reference.compliant());
+  EXPECT_NE(testing::find_finding(reference.findings, Severity::kError, "actual_selfplay_games_per_generation"), nullptr)
+      << testing::dump(reference.findings);
+}
+
 TEST(Compliance, EmptyLogListsEveryMissingKey) {
   const RunReview review = review_log(parse_log_text("", "empty.txt"), testing::ruleset_1_1());
   EXPECT_FALSE(review.compliant());

@@ -1,0 +1,422 @@
+// The reinforcement-learning benchmark (MLPerf "minigo"): the v1.1 MiniGo loop. Every generation plays
+// self-play games with the latest network (batched MCTS, src/go/), trains on examples sampled from the last
+// `window_size` generations with random symmetries, and saves the new network; after training, each saved
+// generation plays the fixed target model, and the first one winning at least half of the games decides the
+// time (the harness's Evaluation::kAfterTraining).
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include <torch/torch.h>
+
+#include "data/random.h"
+#include "dist/communicator.h"
+#include "go/mcts.h"
+#include "go/sgf.h"
+#include "util/error.h"
+#include "workloads/common.h"
+#include "workloads/minigo/model.h"
+
+extern const char* const trainbench_presets_minigo;
+
+namespace trainbench::minigo {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kDefaultTargetSeed = 1;  // as `trainbench data make` seeds a preset's generated data
+constexpr const char* kTargetFile = "target.pt";
+
+MinigoNetOptions net_options(const Config& config) {
+  return MinigoNetOptions()
+      .board_size(config.integer("board_size"))
+      .filters(config.integer("filters"))
+      .trunk_blocks(config.integer("trunk_blocks"))
+      .fc_width(config.integer("fc_width"));
+}
+
+go::MctsOptions mcts_options(const Config& config, int readouts) {
+  go::MctsOptions options;
+  options.readouts = readouts;
+  options.virtual_losses = static_cast<int>(config.integer("virtual_losses"));
+  options.value_init_penalty = config.number("value_init_penalty");
+  options.dirichlet_alpha = config.number("dirichlet_alpha");
+  options.noise_mix = config.number("noise_mix");
+  options.target_pruning = config.boolean("target_pruning");
+  return options;
+}
+
+// Self-play and matches spread their games over `threads` drivers, each network call on one compute
+// thread: the networks are small, so games in parallel use the cores better than intra-op threads do.
+go::PlayOptions self_play_options(const Config& config, uint64_t seed, int threads) {
+  go::PlayOptions options;
+  options.worker_threads = threads;
+  options.worker_setup = [] { torch::set_num_threads(1); };
+  options.size = static_cast<int>(config.integer("board_size"));
+  options.komi = config.number("komi");
+  options.concurrent_games = static_cast<int>(config.integer("concurrent_games"));
+  options.mcts = mcts_options(config, static_cast<int>(config.integer("num_readouts")));
+  options.fast_readouts = static_cast<int>(config.integer("fast_readouts"));
+  options.fast_move_probability = config.number("fast_move_probability");
+  options.soft_pick_moves = static_cast<int>(config.integer("soft_pick_moves"));
+  const std::vector<double> resign = config.numbers("resign_threshold");
+  if (resign.size() != 2 || resign[0] > resign[1])
+    fail(config.name() + ": resign_threshold", "expected [low, high] with low <= high (drawn per game)");
+  options.resign_threshold_low = resign[0];
+  options.resign_threshold_high = resign[1];
+  options.disable_resign_fraction = config.number("disable_resign_pct") / 100.0;
+  options.seed = seed;
+  return options;
+}
+
+go::PlayOptions match_options(const Config& config, uint64_t seed, int threads) {
+  go::PlayOptions options = self_play_options(config, seed, threads);
+  options.mcts = mcts_options(config, static_cast<int>(config.integer("eval_readouts")));
+  options.soft_pick_moves = static_cast<int>(config.integer("eval_soft_pick_moves"));
+  return options;
+}
+
+PiecewiseLr lr_schedule(const Config& config) {
+  PiecewiseLr schedule{config.numbers("lr_rates"), config.integers("lr_boundaries")};
+  if (schedule.rates.size() != schedule.boundaries.size() + 1)
+    fail(config.name() + ": lr_rates", "needs one rate more than lr_boundaries");
+  return schedule;
+}
+
+// A network's weights and BN statistics, as saved at the end of a generation.
+using Snapshot = std::vector<torch::Tensor>;
+Snapshot snapshot_of(const MinigoNet& net) {
+  Snapshot tensors;
+  for (const auto& tensor : net->parameters()) tensors.push_back(tensor.detach().clone());
+  for (const auto& tensor : net->buffers()) tensors.push_back(tensor.detach().clone());
+  return tensors;
+}
+void restore(MinigoNet& net, const Snapshot& tensors) {
+  torch::NoGradGuard no_grad;
+  size_t i = 0;
+  for (auto& tensor : net->parameters()) tensor.copy_(tensors[i++]);
+  for (auto& tensor : net->buffers()) tensor.copy_(tensors[i++]);
+}
+
+// The loop the reference runs: self-play with the latest network, then training on a window of the recent
+// generations' examples with momentum SGD on a global step that keeps counting across generations.
+class MinigoLoop {
+ public:
+  MinigoLoop(const Config& config, torch::Device device, uint64_t seed, int threads)
+      : config_(config),
+        device_(device),
+        seed_(seed),
+        threads_(threads),
+        net_(net_options(config)),
+        schedule_(lr_schedule(config)),
+        rng_(data::mix_seed(seed, 0x6d696e69)) {
+    net_->to(device_);
+    net_->eval();  // training switches to train mode and back; self-play needs eval mode
+    optimizer_.emplace(net_->parameters(), torch::optim::SGDOptions(schedule_.at(0)).momentum(config.number("momentum")));
+  }
+
+  MinigoNet& net() { return net_; }
+
+  // Self-play of `games` games with the current network; their full moves become generation `generation`.
+  int play_generation(int64_t generation, int64_t games, go::PlayStats* stats, const std::function<void()>& on_batch) {
+    go::ExampleSet examples;
+    const go::PlayOptions options = self_play_options(config_, data::mix_seed(seed_, 1, static_cast<uint64_t>(generation)), threads_);
+    const auto records = go::self_play(options, static_cast<int>(games), evaluator(on_batch), &examples, stats);
+    write_games(generation, records);
+    window_.push_back(std::move(examples));
+    while (static_cast<int64_t>(window_.size()) > config_.integer("window_size")) window_.erase(window_.begin());
+    return static_cast<int>(records.size());
+  }
+
+  // One pass over filter_amount of the window's examples, each under a random symmetry; `on_step` sees
+  // every step's batch size and loss. Returns the examples trained on.
+  int64_t train_generation(const std::function<void(int64_t, double)>& on_step) {
+    std::vector<std::pair<int, int64_t>> all;  // (generation in window, example)
+    for (size_t g = 0; g < window_.size(); ++g)
+      for (int64_t i = 0; i < window_[g].count(); ++i) all.emplace_back(static_cast<int>(g), i);
+    // Fisher-Yates: a uniform sample of filter_amount of the window, in random order.
+    for (size_t i = all.size(); i > 1; --i) std::swap(all[i - 1], all[rng_.below(i)]);
+    const auto sampled = static_cast<int64_t>(std::floor(config_.number("filter_amount") * static_cast<double>(all.size())));
+    const int64_t batch = std::min(config_.integer("batch_size"), sampled);
+    if (batch == 0) fail(config_.name(), "no training examples in the window (play more games per generation)");
+    const int64_t steps = sampled / batch;
+    const int size = static_cast<int>(config_.integer("board_size")), points = size * size;
+    const int feature_size = go::Position::kPlanes * points;
+    std::vector<uint8_t> features(static_cast<size_t>(batch * feature_size));
+    std::vector<float> policies(static_cast<size_t>(batch * (points + 1))), outcomes(static_cast<size_t>(batch));
+    for (int64_t step = 0; step < steps; ++step) {
+      for (int64_t b = 0; b < batch; ++b) {
+        const auto [g, i] = all[static_cast<size_t>(step * batch + b)];
+        const go::ExampleSet& set = window_[static_cast<size_t>(g)];
+        const int symmetry = static_cast<int>(rng_.below(go::kSymmetries));
+        go::apply_symmetry(symmetry, set.features.data() + i * feature_size, features.data() + b * feature_size,
+                           go::Position::kPlanes, size);
+        go::apply_symmetry_to_policy(symmetry, set.policies.data() + i * (points + 1), policies.data() + b * (points + 1), size);
+        outcomes[static_cast<size_t>(b)] = set.outcomes[static_cast<size_t>(i)];
+      }
+      on_step(batch, train_step(features.data(), policies.data(), outcomes.data(), batch));
+    }
+    net_->eval();
+    return steps * batch;
+  }
+
+  // One optimizer step on a batch already in memory (train mode until the generation's training ends): lr
+  // from the global step, then the step counts.
+  double train_step(const uint8_t* features, const float* policies, const float* outcomes, int64_t batch) {
+    const int64_t size = config_.integer("board_size"), points = size * size;
+    const auto planes = torch::from_blob(const_cast<uint8_t*>(features), {batch, go::Position::kPlanes, size, size}, torch::kUInt8)
+                            .to(device_, torch::kFloat32);
+    const auto pi = torch::from_blob(const_cast<float*>(policies), {batch, points + 1}, torch::kFloat32).to(device_);
+    const auto z = torch::from_blob(const_cast<float*>(outcomes), {batch}, torch::kFloat32).to(device_);
+    net_->train();
+    const MinigoLoss loss = minigo::train_step(net_, *optimizer_, schedule_.at(global_step_), planes, pi, z,
+                                               config_.number("value_cost_weight"), config_.number("opt_weight_decay"));
+    ++global_step_;
+    return loss.total.item<double>();
+  }
+
+  go::BatchEvaluator evaluator(const std::function<void()>& on_batch) {
+    return [this, on_batch](int, const uint8_t* features, int batch, float* policy, float* values) {
+      if (on_batch) on_batch();
+      net_->evaluate(features, batch, policy, values);
+    };
+  }
+
+  int64_t global_step() const { return global_step_; }
+
+ private:
+  // With `sgf_dir` set, the generation's games as SGF: <sgf_dir>/generation-NNN/game-NNNNN.sgf.
+  void write_games(int64_t generation, const std::vector<go::GameRecord>& records) const {
+    const std::string root = config_.string("sgf_dir");
+    if (root.empty()) return;
+    char name[64];
+    std::snprintf(name, sizeof name, "generation-%03lld", static_cast<long long>(generation));
+    const fs::path dir = fs::path(root) / name;
+    fs::create_directories(dir);
+    const std::string player = "network " + std::to_string(generation);
+    for (size_t i = 0; i < records.size(); ++i) {
+      const go::GameRecord& record = records[i];
+      const std::string result = record.resigned ? (record.winner == go::kBlack ? "B+R" : "W+R") : go::result_text(record.score);
+      std::snprintf(name, sizeof name, "game-%05zu.sgf", i);
+      std::ofstream out(dir / name);
+      out << go::write_sgf(go::sgf_of_game(record.game, result, player, player));
+      if (!out) fail((dir / name).string(), "could not be written (sgf_dir)");
+    }
+  }
+
+  const Config& config_;
+  torch::Device device_;
+  uint64_t seed_;
+  int threads_;
+  MinigoNet net_;
+  PiecewiseLr schedule_;
+  std::optional<torch::optim::SGD> optimizer_;
+  data::Rng rng_;
+  std::vector<go::ExampleSet> window_;
+  int64_t global_step_ = 0;
+};
+
+// The mini and tiny target: generation `generations` of a fixed run of the preset (bootstrap games from the
+// random network, then that many generations), built from `seed`.
+// Always 2 self-play drivers and one compute thread, so a seed gives the same network on any machine and
+// whether `data make` or a run's init builds it.
+MinigoNet build_target(const Config& config, torch::Device device, int64_t seed) {
+  const Config recipe(config.name() + ": dataset", config.values().at("dataset"));
+  const int threads_before = torch::get_num_threads();
+  torch::set_num_threads(1);
+  torch::manual_seed(seed);
+  MinigoLoop loop(config, device, static_cast<uint64_t>(seed) ^ 0x7461726765740000ULL, 2);
+  const int64_t generations = recipe.integer("target_generation");
+  for (int64_t generation = 1; generation <= generations; ++generation) {
+    loop.play_generation(generation - 1,
+                         config.integer(generation == 1 ? "bootstrap_games" : "min_selfplay_games_per_generation"), nullptr,
+                         nullptr);
+    loop.train_generation([](int64_t, double) {});
+  }
+  torch::set_num_threads(threads_before);
+  return loop.net();
+}
+
+MinigoNet load_target(const Config& config, const std::string& path, torch::Device device) {
+  if (!fs::exists(path))
+    fail(path, "target model not found (make one with `trainbench data make minigo --out DIR`, or give --set target_model=PATH)");
+  MinigoNet net(net_options(config));
+  try {
+    torch::load(net, path);
+  } catch (const c10::Error& error) {
+    fail(path, std::string("is not a MiniGo network of this preset's shape (board_size, filters, trunk_blocks, fc_width): ") +
+                   error.what_without_backtrace());
+  }
+  net->to(device);
+  net->eval();
+  return net;
+}
+
+class MinigoWorkload : public WorkloadBase {
+ public:
+  explicit MinigoWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {}
+
+  WorkloadDescription describe() const override {
+    WorkloadDescription description = base_description("examples");
+    description.uses_dataset = false;
+    description.schedule.first_block = 1;
+    description.schedule.interval = 1;
+    description.schedule.max_epochs = static_cast<double>(config_.integer("max_generations"));
+    description.schedule.unit = ScheduleUnit::kGenerations;
+    description.schedule.evaluation = Evaluation::kAfterTraining;
+    const std::vector<double> resign = config_.numbers("resign_threshold");
+    description.hyperparameters = {
+        {"train_batch_size", config_.integer("batch_size")},
+        {"lr_rates", config_.numbers("lr_rates")},
+        {"lr_boundaries", config_.integers("lr_boundaries")},
+        {"opt_weight_decay", config_.number("opt_weight_decay")},
+        {"filter_amount", config_.number("filter_amount")},
+        {"num_readouts", config_.integer("num_readouts")},
+        {"value_init_penalty", config_.number("value_init_penalty")},
+        {"virtual_losses", config_.integer("virtual_losses")},
+        {"holdout_pct", 0.0},
+        {"disable_resign_pct", config_.number("disable_resign_pct")},
+        {"resign_threshold", resign},
+        {"min_selfplay_games_per_generation", config_.integer("min_selfplay_games_per_generation")},
+        {"window_size", config_.integer("window_size")},
+        {"eval_games", config_.integer("eval_games")},
+        {"gradient_accumulation_steps", 1},
+        {"trainbench_model", config_.string("summary")},
+    };
+    return description;
+  }
+
+  // Untimed, as the reference's bootstrap checkpoint: the random network, its bootstrap games (generation
+  // 0 of the window) and the target model.
+  std::vector<std::string> build() override {
+    seed_torch(settings_);
+    if (communicator_->world() != 1) fail("minigo", "runs as one process (self-play and training share its threads)");
+    loop_.emplace(config_, device_, static_cast<uint64_t>(settings_.seed), settings_.threads);
+    target_ = resolve_target();
+    bootstrap_games_ = loop_->play_generation(0, config_.integer("bootstrap_games"), nullptr, nullptr);
+    return loop_->net()->initialized_tensor_names();
+  }
+
+  DataSummary open_data() override { return {}; }
+
+  // Generation g: self-play with network g - 1 (generation 1 trains on the bootstrap games), then training;
+  // network g is saved when the block ends, and that is the time run_stop takes if it is the first to pass.
+  BlockReport train(const Block& block, RunControl& control) override {
+    const auto generation = static_cast<int64_t>(block.first_epoch_num);
+    BlockReport report;
+    int games = bootstrap_games_;
+    if (generation > 1)
+      games = loop_->play_generation(generation - 1, config_.integer("min_selfplay_games_per_generation"), nullptr,
+                                     [&] { control.check_interrupt(); });
+    LossMeter losses(config_);
+    report.samples = loop_->train_generation([&](int64_t batch, double loss) {
+      losses.add(loss, loop_->global_step());
+      control.step(batch, loss);
+    });
+    report.mean_loss = losses.mean();
+    report.logged = {{"actual_selfplay_games_per_generation", games}};
+    saved_.push_back(snapshot_of(loop_->net()));
+    return report;
+  }
+
+  Metric evaluate(const Block& block, RunControl& control) override {
+    const auto generation = static_cast<size_t>(block.first_epoch_num);
+    MinigoNet learner(net_options(config_));
+    learner->to(device_);
+    restore(learner, saved_.at(generation - 1));
+    learner->eval();
+    const int64_t games = config_.integer("eval_games");
+    const go::PlayOptions options =
+        match_options(config_, data::mix_seed(static_cast<uint64_t>(settings_.seed), 2, generation), settings_.threads);
+    const auto records = go::play_match(
+        options, static_cast<int>(games),
+        [&](int model, const uint8_t* features, int batch, float* policy, float* values) {
+          control.check_interrupt();
+          (model == 0 ? learner : target_)->evaluate(features, batch, policy, values);
+        },
+        nullptr);
+    int wins = 0;
+    for (const auto& record : records)
+      wins += record.winner == (record.black_model == 0 ? go::kBlack : go::kWhite);
+    return static_cast<double>(wins) / static_cast<double>(games);
+  }
+
+ private:
+  // The target: --set target_model=PATH, else the one `data make minigo` wrote (the quality gate passes its
+  // directory), else built here from the preset's recipe with the seed `data make` uses by default.
+  MinigoNet resolve_target() {
+    const std::string path = config_.string("target_model");
+    if (!path.empty()) return load_target(config_, path, device_);
+    if (!settings_.data_dir.empty()) return load_target(config_, (fs::path(settings_.data_dir) / kTargetFile).string(), device_);
+    if (!config_.values().contains("dataset"))
+      fail(config_.name() + ": target_model", "the reference preset needs the target model: --set target_model=PATH");
+    return build_target(config_, device_, kDefaultTargetSeed);
+  }
+
+  std::optional<MinigoLoop> loop_;
+  MinigoNet target_{nullptr};
+  int bootstrap_games_ = 0;
+  std::vector<Snapshot> saved_;
+};
+
+// `trainbench data make minigo`: the preset's target network, saved as target.pt with a note of its recipe.
+void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
+  if (!config.values().contains("dataset"))
+    fail("--preset " + config.name(), "has no generated target; the reference's target model is given with --set target_model=PATH");
+  fs::create_directories(out_dir);
+  MinigoNet target = build_target(config, torch::kCPU, seed);
+  torch::save(target, (fs::path(out_dir) / kTargetFile).string());
+  std::ofstream((fs::path(out_dir) / "target.json"))
+      << nlohmann::json{{"preset", config.preset()}, {"seed", seed}, {"recipe", config.values().at("dataset")}}.dump(2) << "\n";
+}
+
+void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
+  const Config& config = settings.config;
+  BenchRun run(settings, bench_settings);
+  MinigoLoop loop(config, run.device, static_cast<uint64_t>(settings.seed), settings.threads);
+  // Self-play: `steps` games of the preset's search with its (random) network.
+  go::PlayStats stats;
+  const auto begin = std::chrono::steady_clock::now();
+  loop.play_generation(0, std::max<int64_t>(bench_settings.steps, config.integer("concurrent_games")), &stats, nullptr);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "self-play     %10.1f moves/s, %.1f network evaluations/s, mean inference batch %.1f  (%lld games of %lld "
+                "concurrent, %lld readouts x %lld virtual losses, %lldx%lld)\n",
+                static_cast<double>(stats.moves) / seconds, static_cast<double>(stats.evaluations) / seconds, stats.mean_batch(),
+                static_cast<long long>(std::max<int64_t>(bench_settings.steps, config.integer("concurrent_games"))),
+                static_cast<long long>(config.integer("concurrent_games")), static_cast<long long>(config.integer("num_readouts")),
+                static_cast<long long>(config.integer("virtual_losses")), static_cast<long long>(config.integer("board_size")),
+                static_cast<long long>(config.integer("board_size")));
+  out << line;
+  // Training: the full step on a batch of random positions already in memory.
+  const int64_t size = config.integer("board_size"), points = size * size, batch = run.global_batch;
+  data::Rng rng(static_cast<uint64_t>(settings.seed));
+  std::vector<uint8_t> features(static_cast<size_t>(batch * go::Position::kPlanes * points));
+  for (auto& value : features) value = static_cast<uint8_t>(rng.below(2));
+  std::vector<float> policies(static_cast<size_t>(batch * (points + 1)), 1.0f / static_cast<float>(points + 1));
+  std::vector<float> outcomes(static_cast<size_t>(batch));
+  for (auto& value : outcomes) value = rng.below(2) ? 1.0f : -1.0f;
+  const double step_time = run.median_step_seconds([&] { loop.train_step(features.data(), policies.data(), outcomes.data(), batch); });
+  run.print_training(out, step_time, "examples", 3.0 * 2.0 * static_cast<double>(loop.net()->forward_macs()),
+                     std::to_string(config.integer("filters")) + " filters, " + std::to_string(config.integer("trunk_blocks")) +
+                         " blocks, " + std::to_string(size) + "x" + std::to_string(size));
+}
+
+}  // namespace
+
+WorkloadEntry registry_entry() {
+  return {"minigo",
+          "Reinforcement learning: MiniGo self-play (batched MCTS) and training on 19x19 Go, target a 50% win rate "
+          "against a fixed target model",
+          trainbench_presets_minigo,
+          "",
+          construct_workload<MinigoWorkload>,
+          bench,
+          make_dataset,
+          nullptr};
+}
+
+}  // namespace trainbench::minigo

@@ -1,0 +1,147 @@
+#include "workloads/minigo/model.h"
+
+#include <cstring>
+
+#include "go/board.h"
+
+namespace trainbench::minigo {
+
+namespace {
+
+torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel) {
+  auto layer = torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel).padding(kernel / 2).bias(false));
+  torch::nn::init::xavier_uniform_(layer->weight);
+  return layer;
+}
+
+// TF momentum 0.95 keeps 95% of the running statistics per step; PyTorch's momentum is the other 5%.
+torch::nn::BatchNorm2d batch_norm(int64_t channels, bool affine) {
+  return torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(channels).momentum(0.05).eps(1e-5).affine(affine));
+}
+
+torch::nn::Linear dense(int64_t in, int64_t out) {
+  auto layer = torch::nn::Linear(in, out);
+  torch::nn::init::xavier_uniform_(layer->weight);
+  torch::nn::init::zeros_(layer->bias);
+  return layer;
+}
+
+}  // namespace
+
+MinigoNetImpl::MinigoNetImpl(MinigoNetOptions options) : options_(options) {
+  const int64_t filters = options.filters(), points = options.board_size() * options.board_size();
+  initial_conv_ = register_module("initial_conv", conv(go::Position::kPlanes, filters, 3));
+  initial_bn_ = register_module("initial_bn", batch_norm(filters, true));
+  for (int64_t block = 1; block <= options.trunk_blocks(); ++block)
+    for (int64_t layer = 1; layer <= 2; ++layer) {
+      const std::string name = "block" + std::to_string(block) + "_" + std::to_string(layer);
+      block_convs_.push_back(register_module(name + "_conv", conv(filters, filters, 3)));
+      block_bns_.push_back(register_module(name + "_bn", batch_norm(filters, true)));
+    }
+  policy_conv_ = register_module("policy_conv", conv(filters, 2, 1));
+  policy_bn_ = register_module("policy_bn", batch_norm(2, false));
+  policy_fc_ = register_module("policy_fc", dense(2 * points, points + 1));
+  value_conv_ = register_module("value_conv", conv(filters, 1, 1));
+  value_bn_ = register_module("value_bn", batch_norm(1, false));
+  value_fc1_ = register_module("value_fc1", dense(points, options.fc_width()));
+  value_fc2_ = register_module("value_fc2", dense(options.fc_width(), 1));
+}
+
+MinigoOutput MinigoNetImpl::forward(const torch::Tensor& planes) {
+  auto x = torch::relu(initial_bn_(initial_conv_(planes)));
+  for (size_t i = 0; i < block_convs_.size(); i += 2) {
+    auto y = torch::relu(block_bns_[i](block_convs_[i](x)));
+    y = block_bns_[i + 1](block_convs_[i + 1](y));
+    x = torch::relu(x + y);
+  }
+  const auto policy = torch::relu(policy_bn_(policy_conv_(x))).flatten(1);
+  const auto value = torch::relu(value_bn_(value_conv_(x))).flatten(1);
+  return {policy_fc_(policy), torch::tanh(value_fc2_(torch::relu(value_fc1_(value)))).squeeze(1)};
+}
+
+void MinigoNetImpl::evaluate(const uint8_t* features, int batch, float* policy, float* values) {
+  TORCH_CHECK(!is_training(), "MinigoNet::evaluate needs eval mode (it may run on several threads at once)");
+  c10::InferenceMode inference;
+  const int64_t size = options_.board_size(), points = size * size;
+  const auto device = initial_conv_->weight.device();
+  const auto planes = torch::from_blob(const_cast<uint8_t*>(features), {batch, go::Position::kPlanes, size, size}, torch::kUInt8)
+                          .to(device, torch::kFloat32);
+  const MinigoOutput out = forward(planes);
+  const auto probabilities = torch::softmax(out.policy_logits, 1).to(torch::kCPU).contiguous();
+  const auto value = out.value.to(torch::kCPU).contiguous();
+  std::memcpy(policy, probabilities.data_ptr<float>(), sizeof(float) * static_cast<size_t>(batch * (points + 1)));
+  std::memcpy(values, value.data_ptr<float>(), sizeof(float) * static_cast<size_t>(batch));
+}
+
+std::vector<torch::Tensor> MinigoNetImpl::l2_parameters() const {
+  std::vector<torch::Tensor> weights = {initial_conv_->weight, initial_bn_->weight};
+  for (size_t i = 0; i < block_convs_.size(); ++i) {
+    weights.push_back(block_convs_[i]->weight);
+    weights.push_back(block_bns_[i]->weight);
+  }
+  for (const auto* layer : {&policy_conv_, &value_conv_}) weights.push_back((*layer)->weight);
+  for (const auto* layer : {&policy_fc_, &value_fc1_, &value_fc2_}) weights.push_back((*layer)->weight);
+  return weights;
+}
+
+// TF numbers layers in creation order: the trunk's convs and BNs first, then the policy head (conv2d_13,
+// dense), then the value head (conv2d_14, dense_1, dense_2). The heads' BNs have no variables.
+std::vector<std::string> MinigoNetImpl::initialized_tensor_names() const {
+  const auto suffix = [](int64_t index) { return index == 0 ? std::string() : "_" + std::to_string(index); };
+  std::vector<std::string> names;
+  const int64_t trunk_convs = 1 + 2 * options_.trunk_blocks();
+  for (int64_t i = 0; i < trunk_convs; ++i) {
+    names.push_back("conv2d" + suffix(i) + "/kernel");
+    names.push_back("batch_normalization" + suffix(i) + "/gamma");
+    names.push_back("batch_normalization" + suffix(i) + "/beta");
+  }
+  names.push_back("conv2d" + suffix(trunk_convs) + "/kernel");
+  names.push_back("dense/kernel");
+  names.push_back("dense/bias");
+  names.push_back("conv2d" + suffix(trunk_convs + 1) + "/kernel");
+  for (const int64_t i : {1, 2}) {
+    names.push_back("dense" + suffix(i) + "/kernel");
+    names.push_back("dense" + suffix(i) + "/bias");
+  }
+  names.push_back("global_step");
+  return names;
+}
+
+int64_t MinigoNetImpl::forward_macs() const {
+  const int64_t points = options_.board_size() * options_.board_size(), filters = options_.filters();
+  const int64_t trunk = points * 9 * filters * (go::Position::kPlanes + 2 * options_.trunk_blocks() * filters);
+  const int64_t heads = points * filters * 3 + 2 * points * (points + 1) + points * options_.fc_width() + options_.fc_width();
+  return trunk + heads;
+}
+
+double PiecewiseLr::at(int64_t step) const {
+  size_t index = 0;
+  while (index < boundaries.size() && step > boundaries[index]) ++index;
+  return rates[std::min(index, rates.size() - 1)];
+}
+
+MinigoLoss minigo_loss(MinigoNet& net, const torch::Tensor& planes, const torch::Tensor& pi, const torch::Tensor& outcome,
+                       double value_weight, double l2_strength) {
+  const MinigoOutput out = net->forward(planes);
+  MinigoLoss loss;
+  loss.policy = -(pi * torch::log_softmax(out.policy_logits, 1)).sum(1).mean();
+  loss.value = value_weight * (out.value - outcome).pow(2).mean();
+  torch::Tensor squares = torch::zeros({}, planes.options());
+  for (const auto& weight : net->l2_parameters()) squares = squares + weight.pow(2).sum();
+  loss.l2 = l2_strength * 0.5 * squares;
+  loss.total = loss.policy + loss.value + loss.l2;
+  return loss;
+}
+
+MinigoLoss train_step(MinigoNet& net, torch::optim::SGD& optimizer, double learning_rate, const torch::Tensor& planes,
+                      const torch::Tensor& pi, const torch::Tensor& outcome, double value_weight, double l2_strength) {
+  for (auto& group : optimizer.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(learning_rate);
+  optimizer.zero_grad();
+  MinigoLoss loss = minigo_loss(net, planes, pi, outcome, value_weight, l2_strength);
+  loss.total.backward();
+  optimizer.step();
+  for (auto* term : {&loss.total, &loss.policy, &loss.value, &loss.l2}) *term = term->detach();
+  return loss;
+}
+
+}  // namespace trainbench::minigo

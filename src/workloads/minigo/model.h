@@ -1,0 +1,81 @@
+#pragma once
+// MiniGo's dual network as the v1.1 reference builds it (minigo dual_net.py with architecture.flags):
+// conv3x3 `filters` (no bias) -> BN -> ReLU, then `trunk_blocks` residual blocks (conv3x3, BN, ReLU, conv3x3,
+// BN, skip add, ReLU); policy head conv1x1 -> 2, BN without gamma/beta, ReLU, dense -> size^2 + 1 logits;
+// value head conv1x1 -> 1, BN without gamma/beta, ReLU, dense -> fc_width, ReLU, dense -> 1, tanh. BN
+// momentum 0.95 (TF's convention: running = 0.95 running + 0.05 batch) and epsilon 1e-5. Kernels are
+// Glorot-uniform and biases zero, TF's layer defaults. Input: the 13 mlperf07 planes, NCHW.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace trainbench::minigo {
+
+struct MinigoNetOptions {
+  TORCH_ARG(int64_t, board_size) = 19;
+  TORCH_ARG(int64_t, filters) = 64;
+  TORCH_ARG(int64_t, trunk_blocks) = 6;
+  TORCH_ARG(int64_t, fc_width) = 64;
+};
+
+struct MinigoOutput {
+  torch::Tensor policy_logits;  // (batch, size^2 + 1)
+  torch::Tensor value;          // (batch), tanh, from Black's side
+};
+
+class MinigoNetImpl : public torch::nn::Module {
+ public:
+  explicit MinigoNetImpl(MinigoNetOptions options);
+  MinigoOutput forward(const torch::Tensor& planes);
+
+  // Plays the network for MCTS: uint8 planes in, move probabilities and values out. Needs eval mode (BN on
+  // its running statistics, nothing written), so several self-play threads may call it at once.
+  void evaluate(const uint8_t* features, int batch, float* policy, float* values);
+
+  // The tensors the L2 term covers: every trainable variable whose TF name has neither "bias" nor "beta"
+  // (kernels and BN gammas).
+  std::vector<torch::Tensor> l2_parameters() const;
+  // The 48 weights_initialization names of the v1.1 rules (TF layer names; global_step last).
+  std::vector<std::string> initialized_tensor_names() const;
+  // Multiply-accumulates of one position's forward pass.
+  int64_t forward_macs() const;
+
+  const MinigoNetOptions& options() const { return options_; }
+
+ private:
+  MinigoNetOptions options_;
+  torch::nn::Conv2d initial_conv_{nullptr};
+  torch::nn::BatchNorm2d initial_bn_{nullptr};
+  std::vector<torch::nn::Conv2d> block_convs_;
+  std::vector<torch::nn::BatchNorm2d> block_bns_;
+  torch::nn::Conv2d policy_conv_{nullptr}, value_conv_{nullptr};
+  torch::nn::BatchNorm2d policy_bn_{nullptr}, value_bn_{nullptr};
+  torch::nn::Linear policy_fc_{nullptr}, value_fc1_{nullptr}, value_fc2_{nullptr};
+};
+TORCH_MODULE(MinigoNet);
+
+// TF's piecewise_constant on the global step: rates[0] while step <= boundaries[0], rates[1] while step <=
+// boundaries[1], ..., the last rate after the last boundary.
+struct PiecewiseLr {
+  std::vector<double> rates;
+  std::vector<int64_t> boundaries;
+  double at(int64_t step) const;
+};
+
+struct MinigoLoss {
+  torch::Tensor total, policy, value, l2;
+};
+
+// Softmax cross-entropy against the search's visit distribution + value_weight * MSE(value, outcome) +
+// l2_strength * sum(w^2) / 2 over l2_parameters(), each term a batch mean as dual_net.py computes it.
+MinigoLoss minigo_loss(MinigoNet& net, const torch::Tensor& planes, const torch::Tensor& pi, const torch::Tensor& outcome,
+                       double value_weight, double l2_strength);
+
+// One training step at `learning_rate`: clear gradients, minigo_loss, backward, the optimizer's update
+// (momentum SGD as TF's MomentumOptimizer). Returns the loss terms, detached.
+MinigoLoss train_step(MinigoNet& net, torch::optim::SGD& optimizer, double learning_rate, const torch::Tensor& planes,
+                      const torch::Tensor& pi, const torch::Tensor& outcome, double value_weight, double l2_strength);
+
+}  // namespace trainbench::minigo

@@ -1,0 +1,200 @@
+// MCTS with a hand-written evaluator (uniform policy, value from the stone count it reads off the feature
+// planes): it finds the forced capture and the forced escape, counts visits as it should with virtual
+// losses, and the self-play and match drivers batch many games and record consistent examples.
+#include <cmath>
+#include <numeric>
+
+#include <gtest/gtest.h>
+
+#include "go/mcts.h"
+#include "go/test_positions.h"
+
+namespace trainbench::go {
+namespace {
+
+using testing::point;
+using testing::setup;
+
+// Value: tanh of the stone difference (Black's side), read from the planes as the network would see them.
+// Policy: 20x the weight on points next to a group in atari (captures and escapes) and on a decoy, the
+// bottom-left corner, so that the search, not the prior, has to tell the forced move from the decoy.
+BatchEvaluator material_evaluator(int size) {
+  return [size](int, const uint8_t* features, int batch, float* policy, float* values) {
+    const int points = size * size;
+    for (int b = 0; b < batch; ++b) {
+      const uint8_t* planes = features + static_cast<size_t>(b) * Position::kPlanes * points;
+      int own = 0, other = 0;
+      for (int p = 0; p < points; ++p) {
+        own += planes[p];
+        other += planes[points + p];
+      }
+      const double black_to_play = planes[8 * points] ? 1 : -1;
+      values[b] = static_cast<float>(std::tanh(0.3 * (own - other)) * black_to_play);
+      float* probabilities = policy + static_cast<size_t>(b) * (points + 1);
+      double total = 0;
+      for (int m = 0; m <= points; ++m) {
+        bool atari_liberty = false;
+        if (m < points) {
+          const int row = m / size, col = m % size;
+          const int neighbors[4][2] = {{row - 1, col}, {row + 1, col}, {row, col - 1}, {row, col + 1}};
+          for (const auto& n : neighbors)
+            if (n[0] >= 0 && n[1] >= 0 && n[0] < size && n[1] < size) atari_liberty |= planes[9 * points + n[0] * size + n[1]] != 0;
+          atari_liberty &= planes[m] == 0 && planes[points + m] == 0;
+        }
+        probabilities[m] = atari_liberty || m == (size - 1) * size ? 20.0f : 1.0f;
+        total += probabilities[m];
+      }
+      for (int m = 0; m <= points; ++m) probabilities[m] = static_cast<float>(probabilities[m] / total);
+    }
+  };
+}
+
+Move search(const Game& game, int readouts, int virtual_losses) {
+  MctsOptions options;
+  options.readouts = readouts;
+  options.virtual_losses = virtual_losses;
+  SearchTree tree(game.position().size(), options);
+  tree.reset(game);
+  data::Rng rng(5);
+  const BatchEvaluator evaluate = material_evaluator(game.position().size());
+  std::vector<uint8_t> features(static_cast<size_t>(virtual_losses * tree.feature_size()));
+  const int points = game.position().points();
+  std::vector<float> policy(static_cast<size_t>(virtual_losses * (points + 1))), values(static_cast<size_t>(virtual_losses));
+  while (!tree.root_expanded() || tree.root_visits() < readouts) {
+    const int leaves = tree.select_leaves(virtual_losses, features.data(), rng);
+    evaluate(0, features.data(), leaves, policy.data(), values.data());
+    tree.apply_evaluations(policy.data(), values.data());
+  }
+  int children = 0;
+  for (int m = 0; m <= points; ++m) children += tree.child_visits(static_cast<Move>(m));
+  EXPECT_EQ(children, tree.root_visits() - 1) << "every visit but the root's own went to a child";
+  return tree.pick_move(false, rng);
+}
+
+TEST(GoMcts, FindsTheForcedCapture) {
+  const Game game = setup({".......",  //
+                           "..XXX..",  //
+                           ".XOOO..",  //
+                           "..XXX..",  //
+                           ".......",  //
+                           ".......",  //
+                           "......."},
+                          kBlack, 0.5);
+  ASSERT_EQ(game.position().liberties(point(2, 2, 7)), 1);
+  EXPECT_EQ(gtp_move(search(game, 200, 4), 7), "F5");
+}
+
+TEST(GoMcts, FindsTheForcedEscape) {
+  const Game game = setup({".......",  //
+                           "..OOO..",  //
+                           ".OXXX..",  //
+                           "..OOO..",  //
+                           ".......",  //
+                           ".......",  //
+                           "......."},
+                          kBlack, 0.5);
+  ASSERT_EQ(game.position().liberties(point(2, 2, 7)), 1);
+  EXPECT_EQ(gtp_move(search(game, 300, 4), 7), "F5");
+}
+
+// Target pruning (minigo's ReshapeFinalVisits): the recorded distribution keeps the most visited move's
+// visits and takes exploration visits from the others, so no other move gains share.
+TEST(GoMcts, TargetPruningOnlyTakesVisitsFromTheOtherMoves) {
+  const Game game(5, 0.5);
+  for (const bool pruning : {false, true}) {
+    MctsOptions options;
+    options.readouts = 120;
+    options.virtual_losses = 4;
+    options.target_pruning = pruning;
+    SearchTree tree(5, options);
+    tree.reset(game);
+    data::Rng rng(8);
+    const BatchEvaluator evaluate = material_evaluator(5);
+    std::vector<uint8_t> features(static_cast<size_t>(4 * tree.feature_size()));
+    std::vector<float> policy(4 * 26), values(4);
+    while (!tree.root_expanded() || tree.root_visits() < options.readouts) {
+      const int leaves = tree.select_leaves(4, features.data(), rng);
+      evaluate(0, features.data(), leaves, policy.data(), values.data());
+      tree.apply_evaluations(policy.data(), values.data());
+    }
+    std::vector<float> pi(26);
+    tree.visit_distribution(pi.data());
+    const Move best = tree.pick_move(false, rng);
+    const double total = tree.root_visits() - 1;
+    int reduced = 0;
+    for (int m = 0; m < 26; ++m) {
+      const double raw = tree.child_visits(static_cast<Move>(m)) / total;
+      if (!pruning) EXPECT_NEAR(pi[m], raw, 1e-6);
+      if (pruning && m != best) EXPECT_LE(pi[m] * tree.child_visits(best) / std::max(pi[best], 1e-9f), tree.child_visits(static_cast<Move>(m)) + 1e-6);
+      reduced += pruning && m != best && pi[m] < raw - 1e-6;
+    }
+    if (pruning) {
+      EXPECT_GE(pi[best], tree.child_visits(best) / total);
+      EXPECT_GT(reduced, 0) << "some exploration visits were pruned";
+    }
+  }
+}
+
+TEST(GoMcts, SelfPlayBatchesManyGamesAndRecordsConsistentExamples) {
+  PlayOptions options;
+  options.size = 5;
+  options.komi = 0.5;
+  options.concurrent_games = 6;
+  options.mcts.readouts = 24;
+  options.mcts.virtual_losses = 4;
+  options.mcts.dirichlet_alpha = 0.5;
+  options.fast_readouts = 8;
+  options.fast_move_probability = 0.5;
+  options.soft_pick_moves = 6;
+  options.resign = false;
+  options.seed = 3;
+  ExampleSet examples;
+  PlayStats stats;
+  const auto records = self_play(options, 8, material_evaluator(5), &examples, &stats);
+  ASSERT_EQ(records.size(), 8u);
+  EXPECT_GT(stats.mean_batch(), 12.0) << "several games' leaves in one network call";
+  int64_t moves = 0;
+  for (const auto& record : records) {
+    moves += static_cast<int64_t>(record.game.moves().size());
+    EXPECT_TRUE(record.game.over() || record.game.moves().size() >= 50u);
+    EXPECT_EQ(record.winner, record.score > 0 ? kBlack : kWhite);
+  }
+  EXPECT_EQ(stats.moves, moves);
+  EXPECT_GT(examples.count(), 0);
+  EXPECT_LT(examples.count(), moves) << "fast moves are not recorded";
+  ASSERT_EQ(examples.features.size(), static_cast<size_t>(examples.count()) * Position::kPlanes * 25);
+  for (int64_t i = 0; i < examples.count(); ++i) {
+    const float* pi = examples.policies.data() + i * 26;
+    EXPECT_NEAR(std::accumulate(pi, pi + 26, 0.0), 1.0, 1e-5);
+    EXPECT_TRUE(examples.outcomes[i] == 1.0f || examples.outcomes[i] == -1.0f);
+  }
+}
+
+TEST(GoMcts, MatchAlternatesColoursAndNeverResigns) {
+  PlayOptions options;
+  options.size = 5;
+  options.komi = 0.5;
+  options.concurrent_games = 4;
+  options.mcts.readouts = 8;
+  options.mcts.virtual_losses = 2;
+  int calls_model1 = 0;
+  const BatchEvaluator material = material_evaluator(5);
+  const auto records = play_match(options, 4,
+                                  [&](int model, const uint8_t* features, int batch, float* policy, float* values) {
+                                    calls_model1 += model == 1;
+                                    material(model, features, batch, policy, values);
+                                  },
+                                  nullptr);
+  ASSERT_EQ(records.size(), 4u);
+  int black_model0 = 0;
+  for (const auto& record : records) {
+    EXPECT_FALSE(record.resigned);
+    EXPECT_NE(record.black_model, record.white_model);
+    black_model0 += record.black_model == 0;
+  }
+  EXPECT_EQ(black_model0, 2);
+  EXPECT_GT(calls_model1, 0);
+}
+
+}  // namespace
+}  // namespace trainbench::go

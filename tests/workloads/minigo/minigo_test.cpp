@@ -1,0 +1,126 @@
+// MiniGo's network and loss against an independent python3-torch computation (two momentum-SGD steps), the
+// 48 weights_initialization names of the v1.1 rules, the batched inference MCTS uses, and the quality gate:
+// the tiny preset's loop (self-play, training, evaluation against its target after training) reaches a 50%
+// win rate through run_benchmark and its log passes the project's v1.1 review.
+#include <cstdlib>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "support/quality_gate.h"
+#include "support/torch_pickle.h"
+#include "workloads/minigo/model.h"
+
+namespace trainbench::minigo {
+namespace {
+
+namespace fs = std::filesystem;
+
+using testing::load_dict;
+using testing::save_dict;
+
+TEST(MinigoParity, TwoMomentumStepsMatchAnIndependentPyTorchImplementation) {
+  torch::manual_seed(9);
+  const auto options = MinigoNetOptions().board_size(5).filters(8).trunk_blocks(2).fc_width(6);
+  MinigoNet net(options);
+  const int64_t batch = 6, points = 25;
+  const auto planes = torch::randint(2, {batch, 13, 5, 5}, torch::kUInt8);
+  const auto pi = torch::softmax(torch::randn({batch, points + 1}) * 2, 1);
+  const auto outcome = torch::tensor({1, -1, 1, 1, -1, -1}, torch::kFloat32);
+  const double value_weight = 0.5, l2 = 0.01, momentum = 0.9;
+  const PiecewiseLr schedule{{0.05, 0.2, 0.01}, {0, 20}};
+
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_minigo_parity_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  c10::Dict<std::string, torch::Tensor> inputs;
+  for (const auto& item : net->named_parameters()) inputs.insert("state." + item.key(), item.value().detach().clone());
+  for (const auto& item : net->named_buffers()) inputs.insert("state." + item.key(), item.value().clone());
+  inputs.insert("planes", planes);
+  inputs.insert("pi", pi);
+  inputs.insert("outcome", outcome);
+  inputs.insert("setting.blocks", torch::tensor(options.trunk_blocks()));
+  inputs.insert("setting.value_weight", torch::tensor(value_weight, torch::kFloat64));
+  inputs.insert("setting.l2", torch::tensor(l2, torch::kFloat64));
+  inputs.insert("setting.momentum", torch::tensor(momentum, torch::kFloat64));
+  inputs.insert("setting.lr_rates", torch::tensor(schedule.rates, torch::kFloat64));
+  inputs.insert("setting.lr_boundaries", torch::tensor(schedule.boundaries));
+  save_dict(inputs, dir / "inputs.pt");
+  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_MINIGO_REFERENCE_SCRIPT + " " +
+                              (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << "reference failed (is python3-torch installed?): " << command;
+  const auto expected = load_dict(dir / "expected.pt");
+  const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
+
+  net->train();
+  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.0).momentum(momentum));
+  const auto input = planes.to(torch::kFloat32);
+  for (int64_t step = 0; step < 2; ++step) {
+    if (step == 0) {
+      const MinigoOutput out = net->forward(input);
+      EXPECT_TRUE(torch::allclose(out.policy_logits, reference("logits0"), 1e-4, 1e-5));
+      EXPECT_TRUE(torch::allclose(out.value, reference("value0"), 1e-4, 1e-5));
+      // That forward pass moved the BN running statistics; start the steps from the saved ones.
+      torch::NoGradGuard no_grad;
+      for (auto& item : net->named_buffers()) item.value().copy_(inputs.at("state." + item.key()));
+    }
+    const MinigoLoss loss = train_step(net, optimizer, schedule.at(step), input, pi, outcome, value_weight, l2);
+    EXPECT_NEAR(loss.total.item<double>(), reference("loss" + std::to_string(step)).item<double>(), 1e-4) << "step " << step;
+  }
+  int compared = 0;
+  for (const auto& item : net->named_parameters()) {
+    EXPECT_TRUE(torch::allclose(item.value(), reference("state." + item.key()), 1e-4, 1e-5)) << item.key();
+    ++compared;
+  }
+  for (const auto& item : net->named_buffers()) {
+    if (item.key().find("num_batches_tracked") != std::string::npos) continue;
+    EXPECT_TRUE(torch::allclose(item.value(), reference("state." + item.key()), 1e-4, 1e-5)) << item.key();
+  }
+  EXPECT_EQ(compared, 3 + 4 * 3 + 2 + 3 * 2);  // initial conv and BN, 4 block convs and BNs, 2 head convs, 3 dense
+  const auto rates = reference("lr");
+  for (int64_t step = 0; step < rates.size(0); ++step)
+    EXPECT_DOUBLE_EQ(schedule.at(step), rates[step].item<double>()) << "global step " << step;
+  fs::remove_all(dir);
+}
+
+TEST(MinigoModel, NamesTheFortyEightReferenceTensors) {
+  const MinigoNet net(MinigoNetOptions{});
+  const auto names = net->initialized_tensor_names();
+  ASSERT_EQ(names.size(), 48u);
+  EXPECT_EQ(names.front(), "conv2d/kernel");
+  EXPECT_EQ(names[38], "batch_normalization_12/beta");
+  EXPECT_EQ(names[39], "conv2d_13/kernel");
+  EXPECT_EQ(names[42], "conv2d_14/kernel");
+  EXPECT_EQ(names.back(), "global_step");
+  // 15 kernels and 13 gammas; 19x19 reference shapes: 64 filters, a 722 -> 362 policy layer.
+  EXPECT_EQ(net->l2_parameters().size(), 15u + 13u + 3u);
+  int64_t parameters = 0;
+  for (const auto& tensor : net->parameters()) parameters += tensor.numel();
+  const int64_t expected = 13 * 64 * 9 + 12 * 64 * 64 * 9 + 13 * 2 * 64 + 64 * 2 + 64 + 722 * 362 + 362 + 361 * 64 + 64 + 64 + 1;
+  EXPECT_EQ(parameters, expected);
+}
+
+// MCTS evaluates through this: uint8 planes in, probabilities and values out, as one forward pass would give.
+TEST(MinigoModel, BatchedInferenceMatchesTheForwardPass) {
+  torch::manual_seed(3);
+  MinigoNet net(MinigoNetOptions().board_size(7).filters(8).trunk_blocks(1).fc_width(4));
+  const auto planes = torch::randint(2, {5, 13, 7, 7}, torch::kUInt8);
+  std::vector<float> policy(5 * 50), values(5);
+  EXPECT_THROW(net->evaluate(planes.data_ptr<uint8_t>(), 5, policy.data(), values.data()), c10::Error)
+      << "train mode would update the BN statistics from several threads";
+  net->eval();
+  net->evaluate(planes.data_ptr<uint8_t>(), 5, policy.data(), values.data());
+  const MinigoOutput out = net->forward(planes.to(torch::kFloat32));
+  const auto expected = torch::softmax(out.policy_logits, 1);
+  EXPECT_TRUE(torch::allclose(torch::from_blob(policy.data(), {5, 50}), expected, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(torch::from_blob(values.data(), {5}), out.value, 1e-5, 1e-6));
+}
+
+TEST(MinigoQualityGate, TinyPresetBeatsItsTargetAndPassesReview) {
+  const testing::QualityGateRun gate("minigo", 2024);
+  EXPECT_TRUE(fs::exists(gate.data_dir() / "target.pt"));
+  EXPECT_LT(gate.outcome().last_metric.part(""), 1.0) << "the rules' bound: a win rate below 1";
+}
+
+}  // namespace
+}  // namespace trainbench::minigo
