@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <numeric>
 
 #include "util/error.h"
 
@@ -44,9 +46,7 @@ bool looks_like_nifti(const std::string& path) {
 }  // namespace
 
 int64_t NiftiVolume::voxel_count() const {
-  int64_t count = 1;
-  for (const int64_t size : shape) count *= size;
-  return count;
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
 }
 
 NiftiVolume read_nifti(const std::string& path) {

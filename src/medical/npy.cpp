@@ -3,6 +3,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <numeric>
 #include <regex>
 
 #include "util/atomic_file.h"
@@ -16,14 +18,9 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, ".npy reading assumes a
 
 constexpr char kMagic[] = "\x93NUMPY";
 
-struct Header {
-  NpyType type = NpyType::kFloat32;
-  std::vector<int64_t> shape;
-  std::streamoff data_offset = 0;
-};
-
-// Parses the header dict, e.g. {'descr': '<f4', 'fortran_order': False, 'shape': (1, 128, 128, 128), }
-Header parse_header(const std::string& path, std::ifstream& in) {
+// Parses the header dict, e.g. {'descr': '<f4', 'fortran_order': False, 'shape': (1, 128, 128, 128), }, leaving
+// `in` at the data. Returns the array's type and shape, without data.
+NpyArray parse_header(const std::string& path, std::ifstream& in) {
   char preamble[8];
   in.read(preamble, 8);
   if (in.gcount() < 8 || std::memcmp(preamble, kMagic, 6) != 0) fail(path, "not a .npy file (no \\x93NUMPY magic)");
@@ -39,8 +36,7 @@ Header parse_header(const std::string& path, std::ifstream& in) {
   in.read(dict.data(), length);
   if (static_cast<uint32_t>(in.gcount()) < length) fail(path, "truncated .npy header");
 
-  Header header;
-  header.data_offset = 8 + length_bytes + length;
+  NpyArray header;
   std::smatch match;
   if (!std::regex_search(dict, match, std::regex(R"('descr'\s*:\s*'([^']*)')")))
     fail(path, ".npy header has no 'descr'");
@@ -86,28 +82,13 @@ void write(const std::string& path, const std::vector<int64_t>& shape, const cha
 }  // namespace
 
 int64_t NpyArray::element_count() const {
-  int64_t count = 1;
-  for (const int64_t size : shape) count *= size;
-  return count;
-}
-
-NpyArray read_npy_header(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open .npy file");
-  const Header header = parse_header(path, in);
-  NpyArray array;
-  array.type = header.type;
-  array.shape = header.shape;
-  return array;
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
 }
 
 NpyArray read_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open .npy file");
-  const Header header = parse_header(path, in);
-  NpyArray array;
-  array.type = header.type;
-  array.shape = header.shape;
+  NpyArray array = parse_header(path, in);
   const int64_t count = array.element_count();
   char* target = nullptr;
   size_t bytes = 0;

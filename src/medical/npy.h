@@ -22,8 +22,6 @@ struct NpyArray {
 // Throws Error naming `path` for a missing or truncated file, a bad header, Fortran order, or a dtype other
 // than little-endian float32 ('<f4') or uint8 ('|u1').
 NpyArray read_npy(const std::string& path);
-// Only the header: for indexing a dataset without reading every volume.
-NpyArray read_npy_header(const std::string& path);
 
 void write_npy(const std::string& path, const std::vector<int64_t>& shape, const std::vector<float>& values);
 void write_npy(const std::string& path, const std::vector<int64_t>& shape, const std::vector<uint8_t>& values);

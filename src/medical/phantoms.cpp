@@ -14,7 +14,7 @@ namespace trainbench::medical {
 
 namespace {
 
-constexpr double kAirHu = -1000, kTissueHu = 30, kBoneHu = 600, kKidneyHu = 190, kTumourHu = 110;
+constexpr double kAirHu = -1000, kTissueHu = 30, kBoneHu = 600, kKidneyHu = 190, kTumourHu = -30;
 
 struct Ellipsoid {
   std::array<double, 3> centre, radii;  // mm
@@ -41,13 +41,13 @@ void make_case(const std::string& folder, const PhantomOptions& options, int id)
     const double offset = extent[2] * rng.uniform(0.2, 0.27);
     kidneys[side] = {{extent[0] * rng.uniform(0.4, 0.6), extent[1] * rng.uniform(0.55, 0.65),
                       extent[2] / 2 + (side ? offset : -offset)},
-                     {extent[0] * rng.uniform(0.18, 0.26), extent[1] * rng.uniform(0.1, 0.14), extent[2] * rng.uniform(0.08, 0.11)}};
+                     {extent[0] * rng.uniform(0.18, 0.26), extent[1] * rng.uniform(0.13, 0.17), extent[2] * rng.uniform(0.11, 0.14)}};
   }
   const bool has_tumour = rng.uniform() < options.tumour_probability;
   const Ellipsoid& host = kidneys[rng.below(2)];
   Ellipsoid tumour{};
   if (has_tumour) {
-    const double radius = std::min(host.radii[1], host.radii[2]) * rng.uniform(0.6, 1.0);
+    const double radius = std::min(host.radii[1], host.radii[2]) * rng.uniform(0.7, 1.1);
     std::array<double, 3> centre{};
     for (int axis = 0; axis < 3; ++axis) centre[axis] = host.centre[axis] + host.radii[axis] * rng.uniform(-0.6, 0.6);
     tumour = {centre, {radius, radius, radius}};

@@ -33,7 +33,6 @@ TEST(Npy, ReadsWhatNumpyWrites) {
   const NpyArray version2 = read_npy(dir / "version2.npy");
   EXPECT_EQ(version2.shape, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(version2.floats.back(), 5.0f);
-  EXPECT_EQ(read_npy_header(dir / "float32.npy").shape, floats.shape);
 
   EXPECT_NE(error_message([&] { read_npy(dir / "float64.npy"); }).find("float64.npy: .npy dtype '<f8' is not supported"),
             std::string::npos);

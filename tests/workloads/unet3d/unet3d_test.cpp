@@ -130,7 +130,9 @@ TEST(Unet3dSchedule, WarmupThenConstantWithDecayBoundaries) {
 
 TEST(Unet3dQualityGate, TinyPresetReachesItsTarget) {
   const testing::QualityGateRun gate("unet3d", 1234);
-  EXPECT_LT(gate.seconds(), 120) << "the tiny gate should train in well under a minute on a quiet machine";
+  ASSERT_FALSE(gate.outcome().last_metric.parts().empty());
+  // Predicting background everywhere scores about 0.1 (kidney 0, tumour 1 in the fifth of cases without one).
+  EXPECT_GT(gate.outcome().last_metric.part(""), 0.2);
 }
 
 }  // namespace
