@@ -129,10 +129,9 @@ TEST(Unet3dSchedule, WarmupThenConstantWithDecayBoundaries) {
 }
 
 TEST(Unet3dQualityGate, TinyPresetReachesItsTarget) {
+  // Predicting background everywhere scores about 0.1 (kidney 0, tumour 1 in the fifth of cases without one);
+  // the target 0.65 needs kidneys and tumours.
   const testing::QualityGateRun gate("unet3d", 1234);
-  ASSERT_FALSE(gate.outcome().last_metric.parts().empty());
-  // Predicting background everywhere scores about 0.1 (kidney 0, tumour 1 in the fifth of cases without one).
-  EXPECT_GT(gate.outcome().last_metric.part(""), 0.2);
 }
 
 }  // namespace
