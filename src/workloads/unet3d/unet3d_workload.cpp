@@ -1,0 +1,373 @@
+// The medical image segmentation benchmark (MLPerf "unet3d"): 3-D U-Net on KiTS19, target mean Dice 0.908.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <optional>
+
+#include <torch/torch.h>
+
+#include "data/random.h"
+#include "dist/communicator.h"
+#include "dist/gradient_sync.h"
+#include "medical/kits19.h"
+#include "medical/npy.h"
+#include "medical/patches.h"
+#include "medical/phantoms.h"
+#include "util/error.h"
+#include "workloads/common.h"
+#include "workloads/unet3d/model.h"
+
+extern const char* const trainbench_presets_unet3d;
+
+namespace trainbench::unet3d {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kDataset =
+    "case_XXXXX_{x,y}.npy from `trainbench data prepare unet3d` (KiTS19's case_XXXXX/{imaging,segmentation}.nii.gz "
+    "resampled and normalised as the reference does)";
+constexpr double kEvalPadding = -2.2;  // the reference's padding_val for sliding-window inference
+
+medical::Shape3 shape3(const Config& config, const std::string& key) {
+  const std::vector<int64_t> values = config.integers(key);
+  if (values.size() != 3 || values[0] < 1 || values[1] < 1 || values[2] < 1)
+    fail(config.name() + ": " + key, "expected three positive sizes [D, H, W]");
+  return {values[0], values[1], values[2]};
+}
+
+Unet3dOptions model_options(const Config& config) {
+  const std::vector<int64_t> filters = config.integers("filters");
+  if (filters.empty()) fail(config.name() + ": filters", "expected at least one width");
+  const medical::Shape3 patch = shape3(config, "patch");
+  const int64_t reduction = int64_t{1} << filters.size();
+  for (const int64_t size : patch)
+    if (size % reduction != 0)
+      fail(config.name() + ": patch", "every size must be a multiple of 2^" + std::to_string(filters.size()) +
+                                          " (one halving per stage of `filters` plus the bottleneck)");
+  return Unet3dOptions().filters(filters);
+}
+
+LearningRateSchedule lr_schedule(const Config& config) {
+  LearningRateSchedule schedule;
+  schedule.init_lr = config.number("init_learning_rate");
+  schedule.lr = config.number("learning_rate");
+  schedule.warmup_epochs = config.integer("warmup_epochs");
+  schedule.decay_boundary_epochs = config.integers("decay_boundary_epochs");
+  schedule.decay_factor = config.number("decay_factor");
+  return schedule;
+}
+
+torch::optim::SGD make_optimizer(Unet3d& model, const Config& config) {
+  return torch::optim::SGD(model->parameters(), torch::optim::SGDOptions(config.number("learning_rate"))
+                                                    .momentum(config.number("momentum"))
+                                                    .nesterov(true)
+                                                    .weight_decay(config.number("weight_decay")));
+}
+
+// One prepared case in memory, with its foreground components found once.
+struct Case {
+  std::string id;
+  medical::Shape3 shape{};
+  std::vector<float> image;
+  std::vector<uint8_t> label;
+  medical::ForegroundBoxes boxes;
+};
+
+Case load_case(const medical::PreparedFiles& files, bool with_boxes) {
+  medical::NpyArray image = medical::read_npy(files.image), label = medical::read_npy(files.label);
+  if (image.type != medical::NpyType::kFloat32 || image.shape.size() != 4 || image.shape[0] != 1)
+    fail(files.image, "expected float32 of shape (1, D, H, W)");
+  if (label.type != medical::NpyType::kUint8 || label.shape != image.shape)
+    fail(files.label, "expected uint8 of the image's shape (1, D, H, W)");
+  Case loaded{files.id, {image.shape[1], image.shape[2], image.shape[3]}, std::move(image.floats), std::move(label.bytes), {}};
+  if (with_boxes) loaded.boxes = medical::foreground_boxes(loaded.label, loaded.shape);
+  return loaded;
+}
+
+// One rank's share of a global batch: images (n, 1, D, H, W) and labels (n, D, H, W).
+struct Batch {
+  int64_t size = 0;
+  std::vector<float> images;
+  std::vector<uint8_t> labels;
+};
+
+// Cases drawn with replacement (the reference's RandomSampler(replacement=True)), each cropped and augmented.
+// The stream of a step depends only on (seed, step, rank), so prefetching changes nothing.
+Batch make_batch(const std::vector<Case>& cases, const medical::PatchOptions& options, int64_t size, uint64_t seed,
+                 int64_t step, int rank) {
+  const int64_t patch_voxels = medical::voxel_count(options.patch);
+  Batch batch;
+  batch.size = size;
+  batch.images.resize(static_cast<size_t>(size * patch_voxels));
+  batch.labels.resize(batch.images.size());
+  data::Rng rng(data::mix_seed(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(rank), 0x756e6574));
+  for (int64_t sample = 0; sample < size; ++sample) {
+    const Case& picked = cases[rng.below(cases.size())];
+    medical::sample_training_patch(picked.image.data(), picked.label.data(), picked.shape, picked.boxes, options, rng,
+                                   batch.images.data() + sample * patch_voxels, batch.labels.data() + sample * patch_voxels);
+  }
+  return batch;
+}
+
+std::pair<torch::Tensor, torch::Tensor> as_tensors(Batch& batch, const medical::Shape3& patch, torch::Device device) {
+  auto images = torch::from_blob(batch.images.data(), {batch.size, 1, patch[0], patch[1], patch[2]}, torch::kFloat32);
+  auto labels = torch::from_blob(batch.labels.data(), {batch.size, patch[0], patch[1], patch[2]}, torch::kUInt8);
+  return {images.to(device), labels.to(device, torch::kInt64)};
+}
+
+class Unet3dWorkload : public WorkloadBase {
+ public:
+  explicit Unet3dWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {}
+
+  WorkloadDescription describe() const override {
+    WorkloadDescription description = base_description("samples");
+    // Until open_data() knows samples_per_epoch, the schedule assumes the reference's 168 training cases.
+    description.schedule = schedule_for(168, samples_per_epoch(168));
+    const std::vector<int64_t> patch = config_.integers("patch");
+    description.hyperparameters = {
+        {"global_batch_size", config_.integer("batch_size")},
+        {"gradient_accumulation_steps", 1},
+        {"opt_name", "nag"},
+        {"opt_base_learning_rate", config_.number("learning_rate")},
+        {"opt_learning_rate_warmup_epochs", config_.integer("warmup_epochs")},
+        {"opt_learning_rate_decay_boundary_epochs", config_.integers("decay_boundary_epochs")},
+        {"opt_learning_rate_decay_factor", config_.number("decay_factor")},
+        {"opt_weight_decay", config_.number("weight_decay")},
+        {"opt_momentum", config_.number("momentum")},
+        {"oversampling", config_.number("oversampling")},
+        {"training_input_shape", patch},
+        {"validation_input_shape", patch},
+        {"validation_overlap", config_.number("validation_overlap")},
+        {"trainbench_model", config_.string("summary")},
+    };
+    return description;
+  }
+
+  std::vector<std::string> build() override {
+    seed_torch(settings_);
+    require_data_dir(kDataset);
+    model_ = Unet3d(model_options(config_));
+    model_->to(device_);
+    model_->train();
+    optimizer_.emplace(make_optimizer(model_, config_));
+    gradients_.emplace(*communicator_, model_->parameters(), std::vector<torch::Tensor>{});
+    schedule_ = lr_schedule(config_);
+    patch_options_.patch = shape3(config_, "patch");
+    patch_options_.oversampling = config_.number("oversampling");
+    return model_->initialized_tensor_names();
+  }
+
+  DataSummary open_data() override {
+    const medical::Kits19Split split = medical::split_prepared_cases(settings_.data_dir);
+    if (split.train.empty()) fail(settings_.data_dir, "holds no training cases (every case is an evaluation case)");
+    if (split.eval.empty()) fail(settings_.data_dir, "holds none of the 42 evaluation cases");
+    for (const auto& files : split.train) train_cases_.push_back(load_case(files, true));
+    // Evaluation is sharded over the ranks: case i belongs to rank i mod world.
+    for (size_t i = 0; i < split.eval.size(); ++i)
+      if (static_cast<int>(i % static_cast<size_t>(communicator_->world())) == communicator_->rank())
+        eval_cases_.push_back(load_case(split.eval[i], false));
+    eval_count_ = static_cast<int64_t>(split.eval.size());
+    local_batch_ = local_batch("batch_size");
+    const auto train_samples = static_cast<int64_t>(split.train.size());
+    samples_per_epoch_ = samples_per_epoch(train_samples);
+    DataSummary summary;
+    summary.train_samples = train_samples;
+    summary.eval_samples = eval_count_;
+    summary.derived_hyperparameters = {{"samples_per_epoch", samples_per_epoch_}};
+    summary.schedule = schedule_for(train_samples, samples_per_epoch_);
+    return summary;
+  }
+
+  BlockReport train(const Block& block, RunControl& control) override {
+    model_->train();
+    const int64_t global_batch = config_.integer("batch_size");
+    const int64_t steps_per_epoch = samples_per_epoch_ / global_batch;
+    const auto first_epoch = static_cast<int64_t>(block.first_epoch_num);
+    const int64_t last_epoch = first_epoch + static_cast<int64_t>(block.epoch_count) - 1;
+    BlockReport report;
+    LossMeter losses(config_);
+    const RankWaitReport rank_wait(*gradients_, control);
+    for (int64_t epoch = first_epoch; epoch <= last_epoch; ++epoch) {
+      const double learning_rate = schedule_.at_epoch(epoch);
+      for (int64_t step_in_epoch = 0; step_in_epoch < steps_per_epoch; ++step_in_epoch) {
+        const int64_t step = (epoch - 1) * steps_per_epoch + step_in_epoch;
+        Batch batch = fetch_input(control, [&] { return next_batch(step); });
+        prefetch(step + 1);
+        const auto [images, labels] = as_tensors(batch, patch_options_.patch, device_);
+        const double loss = train_step(model_, *optimizer_, *gradients_, images, labels, learning_rate).item<double>();
+        losses.add(loss, step);
+        report.samples += batch.size;
+        control.step(batch.size, loss);
+      }
+    }
+    report.mean_loss = losses.mean();
+    return report;
+  }
+
+  Metric evaluate(const Block&, RunControl& control) override {
+    torch::NoGradGuard no_grad;
+    model_->eval();
+    const std::vector<int64_t> roi = config_.integers("patch");
+    std::vector<double> sums{0, 0, 0};  // kidney Dice, tumour Dice, cases: summed over ranks exactly
+    for (Case& evaluated : eval_cases_) {
+      const auto volume = torch::from_blob(evaluated.image.data(), {evaluated.shape[0], evaluated.shape[1], evaluated.shape[2]},
+                                           torch::kFloat32).to(device_);
+      const auto labels = torch::from_blob(evaluated.label.data(), {evaluated.shape[0], evaluated.shape[1], evaluated.shape[2]},
+                                           torch::kUInt8).to(device_);
+      const WindowedPrediction prediction =
+          sliding_window_inference(model_, volume, labels, roi, config_.number("validation_overlap"), kEvalPadding,
+                                   config_.integer("eval_window_batch"));
+      const torch::Tensor scores = dice_scores(prediction.logits, prediction.labels).to(torch::kCPU, torch::kFloat64);
+      sums[0] += scores[0][0].item<double>();
+      sums[1] += scores[0][1].item<double>();
+      sums[2] += 1;
+      control.check_interrupt();
+    }
+    model_->train();
+    communicator_->sum(sums);
+    if (sums[2] != static_cast<double>(eval_count_)) fail("unet3d evaluation", "the ranks did not evaluate every case once");
+    const double kidney = sums[0] / sums[2], tumour = sums[1] / sums[2];
+    // The reference reports mean_dice rounded to 4 decimals and compares that with the target.
+    return std::round((kidney + tumour) / 2 * 1e4) / 1e4;
+  }
+
+ private:
+  int64_t samples_per_epoch(int64_t train_samples) const {
+    const int64_t global_batch = config_.integer("batch_size");
+    return (train_samples + global_batch - 1) / global_batch * global_batch;
+  }
+
+  // The rules' schedule: the first evaluation at CEILING(start * N / samples_per_epoch) epochs, then every
+  // CEILING(every * N / samples_per_epoch), not converged after CEILING(max * N / samples_per_epoch), with N the
+  // training set's size (168 for KiTS19) and start/every/max the preset's (1000, 20, 10000 for the rules).
+  EvalSchedule schedule_for(int64_t train_samples, int64_t per_epoch) const {
+    const auto scaled = [&](const std::string& key) {
+      return std::ceil(static_cast<double>(config_.integer(key)) * static_cast<double>(train_samples) /
+                       static_cast<double>(per_epoch));
+    };
+    EvalSchedule schedule;
+    schedule.first_block = scaled("start_eval_at");
+    schedule.interval = scaled("evaluate_every");
+    schedule.max_epochs = scaled("max_epochs");
+    return schedule;
+  }
+
+  Batch next_batch(int64_t step) {
+    if (pending_ && pending_step_ == step) {
+      Batch batch = pending_->get();
+      pending_.reset();
+      return batch;
+    }
+    return make_batch(train_cases_, patch_options_, local_batch_, static_cast<uint64_t>(settings_.seed), step,
+                      communicator_->rank());
+  }
+
+  // Prepares the next step's batch on another thread while this one trains.
+  void prefetch(int64_t step) {
+    pending_step_ = step;
+    pending_ = std::async(std::launch::async, make_batch, std::cref(train_cases_), patch_options_, local_batch_,
+                          static_cast<uint64_t>(settings_.seed), step, communicator_->rank());
+  }
+
+  Unet3d model_{nullptr};
+  std::optional<torch::optim::SGD> optimizer_;
+  std::optional<dist::GradientSync> gradients_;
+  LearningRateSchedule schedule_;
+  medical::PatchOptions patch_options_;
+  std::vector<Case> train_cases_, eval_cases_;
+  int64_t eval_count_ = 0, local_batch_ = 0, samples_per_epoch_ = 0;
+  std::optional<std::future<Batch>> pending_;
+  int64_t pending_step_ = -1;
+};
+
+void prepare_dataset(const Config& config, const std::string& in_dir, const std::string& out_dir) {
+  medical::prepare_kits19(in_dir, out_dir, shape3(config, "patch"));
+}
+
+// Generated KiTS19-layout cases in <out_dir>/kits19 and their prepared form in <out_dir>.
+void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
+  if (!config.values().contains("dataset"))
+    fail("--preset " + config.name(), "has no generated dataset; prepare KiTS19 with `trainbench data prepare unet3d`");
+  const Config dataset(config.name() + ": dataset", config.values().at("dataset"));
+  medical::PhantomOptions options;
+  const std::vector<double> extent = dataset.numbers("extent_mm");
+  if (extent.size() != 3) fail(config.name() + ": dataset.extent_mm", "expected three lengths in mm");
+  options.extent_mm = {extent[0], extent[1], extent[2]};
+  options.noise_hu = dataset.number("noise_hu");
+  options.tumour_probability = dataset.number("tumour_probability");
+  options.seed = static_cast<uint64_t>(seed);
+  const std::string raw = (fs::path(out_dir) / "kits19").string();
+  medical::make_kits19_phantoms(raw, options);
+  prepare_dataset(config, raw, out_dir);
+}
+
+// Peak resident memory since the last reset_peak_memory(), from /proc (VmHWM).
+int64_t peak_memory_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return 0;
+}
+void reset_peak_memory() { std::ofstream("/proc/self/clear_refs") << "5"; }  // Linux: resets VmHWM to the current RSS
+
+void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
+  const Config& config = settings.config;
+  BenchRun run(settings, bench_settings);
+  const torch::Device device = run.device;
+  const medical::Shape3 patch = shape3(config, "patch");
+  Unet3d model(model_options(config));
+  model->to(device);
+  model->train();
+  auto optimizer = make_optimizer(model, config);
+  dist::GradientSync gradients(*run.communicator, model->parameters(), {});
+  // Training throughput: the full step on a batch already in memory (normalised-CT-like values, random labels).
+  const auto images = torch::randn({run.local_batch, 1, patch[0], patch[1], patch[2]}, device);
+  const auto labels = torch::randint(3, {run.local_batch, patch[0], patch[1], patch[2]},
+                                     torch::TensorOptions(torch::kInt64).device(device));
+  const double step_time = run.median_step_seconds(
+      [&] { train_step(model, optimizer, gradients, images, labels, 1e-4).item<double>(); });
+  const std::vector<int64_t> patch_list(patch.begin(), patch.end());
+  run.print_training(out, step_time, "samples", 3.0 * 2.0 * static_cast<double>(model->forward_macs(patch_list)),
+                     "patch " + std::to_string(patch[0]) + "x" + std::to_string(patch[1]) + "x" + std::to_string(patch[2]));
+
+  // Evaluation: sliding-window inference over one case of the preset's bench_eval_shape (a real KiTS19 case
+  // after resampling is about 128x256x256), its seconds and the peak memory it added.
+  const medical::Shape3 eval_shape = shape3(config, "bench_eval_shape");
+  const auto volume = torch::randn({eval_shape[0], eval_shape[1], eval_shape[2]}, device);
+  const auto volume_labels =
+      torch::randint(3, {eval_shape[0], eval_shape[1], eval_shape[2]}, torch::TensorOptions(torch::kUInt8).device(device));
+  model->eval();
+  const int64_t windows = static_cast<int64_t>(
+      medical::plan_sliding_windows(eval_shape, patch, config.number("validation_overlap")).origins.size());
+  reset_peak_memory();
+  const int64_t before = peak_memory_bytes();
+  const auto start = std::chrono::steady_clock::now();
+  const auto prediction = sliding_window_inference(model, volume, volume_labels, patch_list, config.number("validation_overlap"),
+                                                   kEvalPadding, config.integer("eval_window_batch"));
+  dice_scores(prediction.logits, prediction.labels).sum().item<double>();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double added_mib = static_cast<double>(peak_memory_bytes() - before) / (1024.0 * 1024.0);
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "evaluation    %.2f s/case  (%lldx%lldx%lld case, %lld windows, %lld at a time, peak memory +%.0f MiB)\n",
+                seconds, static_cast<long long>(eval_shape[0]), static_cast<long long>(eval_shape[1]),
+                static_cast<long long>(eval_shape[2]), static_cast<long long>(windows),
+                static_cast<long long>(config.integer("eval_window_batch")), added_mib);
+  out << line;
+}
+
+}  // namespace
+
+WorkloadEntry registry_entry() {
+  return {"unet3d", "Medical image segmentation: 3-D U-Net on KiTS19, target mean Dice (kidney, tumour) 0.908",
+          trainbench_presets_unet3d, kDataset, construct_workload<Unet3dWorkload>, bench, make_dataset, prepare_dataset};
+}
+
+}  // namespace trainbench::unet3d

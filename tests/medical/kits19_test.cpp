@@ -1,0 +1,116 @@
+// KiTS19's one-time preprocessing against an independent python3-torch/numpy computation of the reference's
+// preprocess_dataset.py steps, on generated cases written as NIfTI; the fixed evaluation split.
+#include "medical/kits19.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "data/random.h"
+#include "data/test_files.h"
+#include "medical/nifti.h"
+#include "medical/npy.h"
+#include "medical/phantoms.h"
+#include "medical/python_reference.h"
+#include "support/error_message.h"
+
+namespace trainbench::medical {
+namespace {
+
+using data::testing::TempDir;
+using trainbench::testing::error_message;
+
+void write_case(const std::string& folder, const Shape3& shape, const std::array<double, 3>& spacing, uint64_t seed) {
+  data::Rng rng(seed);
+  std::vector<float> image(static_cast<size_t>(voxel_count(shape))), label(image.size());
+  for (size_t i = 0; i < image.size(); ++i) {
+    image[i] = static_cast<float>(rng.uniform_int(-1024, 1200));  // beyond both clip bounds
+    label[i] = static_cast<float>(rng.below(3));
+  }
+  write_nifti(folder + "/imaging.nii.gz", shape, spacing, image, NiftiStorage::kInt16);
+  write_nifti(folder + "/segmentation.nii.gz", shape, spacing, label, NiftiStorage::kUint8);
+}
+
+void expect_same_npy(const std::string& ours, const std::string& theirs) {
+  const NpyArray a = read_npy(ours), b = read_npy(theirs);
+  ASSERT_EQ(a.shape, b.shape) << ours;
+  ASSERT_EQ(a.type, b.type) << ours;
+  if (a.type == NpyType::kUint8) {
+    EXPECT_EQ(a.bytes, b.bytes) << ours;
+    return;
+  }
+  size_t worst = 0;
+  for (size_t i = 0; i < a.floats.size(); ++i)
+    if (std::abs(a.floats[i] - b.floats[i]) > std::abs(a.floats[worst] - b.floats[worst])) worst = i;
+  // Interpolated Hounsfield units of up to 1200 agree to a few float32 ulps (about 1e-4 HU each), which
+  // normalisation by 76.9 turns into a few 1e-5.
+  EXPECT_NEAR(a.floats[worst], b.floats[worst], 5e-5) << ours << " at " << worst;
+}
+
+TEST(Kits19, PreprocessingMatchesTheReferenceSteps) {
+  if (!testing::python_has("torch") || !testing::python_has("nibabel")) GTEST_SKIP() << "needs python3-torch and nibabel";
+  const TempDir dir;
+  // Down- and upsampling axes, one case already at the target spacing (no resampling), and padding.
+  write_case(dir / "raw/case_00001", {9, 14, 11}, {2.5, 0.9, 1.7}, 1);
+  write_case(dir / "raw/case_00002", {30, 12, 20}, {1.0, 2.0, 0.8}, 2);
+  write_case(dir / "raw/case_00003", {6, 7, 8}, {1.6, 1.2, 1.2}, 3);
+  write_case(dir / "raw/case_00300", {4, 4, 4}, {1, 1, 1}, 4);  // id >= 210: skipped, as the reference does
+  const Shape3 min_shape{16, 12, 16};
+  EXPECT_EQ(prepare_kits19(dir / "raw", dir / "ours", min_shape), 3);
+  std::filesystem::create_directories(dir / "theirs");
+  testing::run_reference("preprocess " + (dir / "raw") + " " + (dir / "theirs") + " 16 12 16");
+  for (const char* id : {"00001", "00002", "00003"})
+    for (const char* part : {"_x.npy", "_y.npy"}) {
+      const std::string name = std::string("case_") + id + part;
+      expect_same_npy(dir / ("ours/" + name), dir / ("theirs/" + name));
+    }
+  EXPECT_FALSE(std::filesystem::exists(dir / "ours/case_00300_x.npy"));
+}
+
+TEST(Kits19, EvaluationCasesAreTheReferencesFixedList) {
+  const auto& ids = evaluation_case_ids();
+  ASSERT_EQ(ids.size(), 42u);
+  EXPECT_EQ(ids.front(), "00000");
+  EXPECT_EQ(ids[1], "00003");
+  EXPECT_EQ(ids.back(), "00207");
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+  EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end());
+
+  const TempDir dir;
+  for (int id = 0; id < kCaseIdLimit; ++id) {
+    char stem[32];
+    std::snprintf(stem, sizeof(stem), "case_%05d", id);
+    data::testing::write_file(dir / (std::string(stem) + "_x.npy"), std::string("x"));
+    data::testing::write_file(dir / (std::string(stem) + "_y.npy"), std::string("y"));
+  }
+  const Kits19Split split = split_prepared_cases(dir.path().string());
+  EXPECT_EQ(split.train.size(), 168u);
+  EXPECT_EQ(split.eval.size(), 42u);
+  std::filesystem::remove(dir / "case_00007_y.npy");
+  EXPECT_NE(error_message([&] { split_prepared_cases(dir.path().string()); }).find("case_00007_x.npy: has no label file"),
+            std::string::npos);
+}
+
+TEST(Kits19, PhantomsPrepareIntoKits19Layout) {
+  const TempDir dir;
+  PhantomOptions options;
+  options.extent_mm = {40, 30, 30};
+  make_kits19_phantoms(dir / "raw", options);
+  ASSERT_TRUE(std::filesystem::exists(dir / "raw/case_00209/segmentation.nii.gz"));
+  EXPECT_EQ(prepare_kits19(dir / "raw", dir / "prepared", {16, 16, 16}), kCaseIdLimit);
+  const NpyArray label = read_npy(dir / "prepared/case_00000_y.npy");
+  ASSERT_EQ(label.shape.size(), 4u);
+  EXPECT_NEAR(label.shape[1], 25, 1);  // 40 mm at 1.6 mm, truncated after rounding to whole voxels
+  std::array<int64_t, 3> counts{};
+  for (const uint8_t value : label.bytes) ++counts.at(value);
+  EXPECT_GT(counts[1], 0) << "kidney voxels";
+  const NpyArray image = read_npy(dir / "prepared/case_00000_x.npy");
+  for (const float value : image.floats) {
+    EXPECT_GE(value, (kClipMin - kNormMean) / kNormStd - 1e-5f);
+    EXPECT_LE(value, (kClipMax - kNormMean) / kNormStd + 1e-5f);
+  }
+}
+
+}  // namespace
+}  // namespace trainbench::medical

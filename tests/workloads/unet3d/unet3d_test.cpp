@@ -1,0 +1,138 @@
+// U-Net3D against an independent python3-torch implementation (unet3d_reference.py): the model's forward, two
+// steps of Dice+CE with Nesterov SGD, and sliding-window inference with its Dice scores; the Dice score's
+// smoothing for empty classes, the rules' weight names, the warmup schedule; and the tiny preset's quality gate.
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "dist/communicator.h"
+#include "support/quality_gate.h"
+#include "support/torch_pickle.h"
+#include "workloads/unet3d/model.h"
+
+namespace trainbench::unet3d {
+namespace {
+
+namespace fs = std::filesystem;
+
+using testing::load_dict;
+using testing::save_dict;
+
+TEST(Unet3dParity, TrainingStepsAndSlidingWindowMatchAnIndependentPyTorchImplementation) {
+  torch::manual_seed(11);
+  const std::vector<int64_t> filters{4, 8};
+  Unet3d model(Unet3dOptions().filters(filters));
+  const auto images = torch::randn({2, 1, 8, 8, 12});
+  auto labels = torch::randint(3, {2, 8, 8, 12}, torch::kInt64);
+  labels[1].fill_(0);  // a sample without foreground: the Dice terms' smoothing decides its loss
+  const auto volume = torch::randn({13, 18, 11});
+  const auto volume_labels = torch::randint(3, {13, 18, 11}, torch::kUInt8);
+  const std::vector<double> rates{0.05, 0.2};
+  const double momentum = 0.9;
+
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_unet3d_parity_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  c10::Dict<std::string, torch::Tensor> inputs;
+  for (const auto& item : model->named_parameters()) inputs.insert("state." + item.key(), item.value().clone());
+  inputs.insert("images", images);
+  inputs.insert("labels", labels);
+  inputs.insert("volume", volume);
+  inputs.insert("volume_labels", volume_labels);
+  inputs.insert("setting.filters", torch::tensor(filters));
+  inputs.insert("setting.roi", torch::tensor(std::vector<int64_t>{8, 8, 8}));
+  inputs.insert("setting.lr", torch::tensor(rates, torch::kFloat64));
+  inputs.insert("setting.momentum", torch::tensor(momentum, torch::kFloat64));
+  save_dict(inputs, dir / "inputs.pt");
+  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_UNET3D_REFERENCE_SCRIPT + " " +
+                              (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << "reference failed (is python3-torch installed?): " << command;
+  const auto expected = load_dict(dir / "expected.pt");
+  const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
+
+  {
+    model->eval();
+    const WindowedPrediction prediction = sliding_window_inference(model, volume, volume_labels, {8, 8, 8}, 0.5, -2.2);
+    EXPECT_EQ(prediction.logits.sizes(), reference("window_logits").sizes());
+    EXPECT_TRUE(torch::allclose(prediction.logits, reference("window_logits"), 1e-4, 1e-5));
+    EXPECT_TRUE(torch::allclose(dice_scores(prediction.logits, prediction.labels), reference("window_scores"), 1e-6, 1e-7));
+    const auto batched = sliding_window_inference(model, volume, volume_labels, {8, 8, 8}, 0.5, -2.2, 3);
+    EXPECT_TRUE(torch::allclose(batched.logits, prediction.logits, 1e-5, 1e-6)) << "windows three at a time";
+  }
+
+  model->train();
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(rates[0]).momentum(momentum).nesterov(true));
+  const auto single_process = dist::Communicator::connect(dist::RankEnvironment{});
+  dist::GradientSync gradients(*single_process, model->parameters(), {});
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(torch::allclose(model->forward(images), reference("logits0"), 1e-4, 1e-5));
+  }
+  for (size_t step = 0; step < rates.size(); ++step) {
+    const double loss = train_step(model, optimizer, gradients, images, labels, rates[step]).item<double>();
+    EXPECT_NEAR(loss, reference("loss" + std::to_string(step)).item<double>(), 1e-5) << "step " << step;
+  }
+  int compared = 0;
+  for (const auto& item : model->named_parameters()) {
+    EXPECT_TRUE(torch::allclose(item.value(), reference("state." + item.key()), 1e-4, 1e-5)) << item.key();
+    ++compared;
+  }
+  // Per stage: input block and downsample 2 x (conv, norm weight, norm bias); bottleneck the same; up stages
+  // deconv weight and bias plus 2 x 3; output weight and bias.
+  EXPECT_EQ(compared, 6 + 6 + 6 + 2 * (2 + 6) + 2);
+  fs::remove_all(dir);
+}
+
+TEST(Unet3dScore, DiceSmoothingScoresAbsentClassesAsTheReference) {
+  // Logits that predict background everywhere.
+  auto logits = torch::zeros({1, 3, 2, 2, 2});
+  logits.select(1, 0).fill_(1);
+  const auto empty = torch::zeros({1, 2, 2, 2}, torch::kInt64);
+  const auto scores_empty = dice_scores(logits, empty);
+  EXPECT_DOUBLE_EQ(scores_empty[0][0].item<double>(), 1.0) << "absent from prediction and label";
+  EXPECT_DOUBLE_EQ(scores_empty[0][1].item<double>(), 1.0);
+  auto kidney = empty.clone();
+  kidney[0][0][0][0] = 1;
+  const auto scores_missed = dice_scores(logits, kidney);
+  EXPECT_NEAR(scores_missed[0][0].item<double>(), 1e-6 / (1 + 1e-6), 1e-9) << "present in the label only";
+  EXPECT_DOUBLE_EQ(scores_missed[0][1].item<double>(), 1.0);
+}
+
+TEST(Unet3dModel, ReferenceModelLogsTheRulesFiftyTensorNames) {
+  const Unet3d model;
+  const std::vector<std::string> names = model->initialized_tensor_names();
+  EXPECT_EQ(names.size(), 50u);
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), 50u);
+  for (const char* name : {"input_block_0_conv", "input_block_1_instancenorm", "down0_block_0_conv", "down4_block_1_instancenorm",
+                           "up0_deconv", "up4_deconv", "up4_block_1_conv", "output_conv"})
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  int64_t parameters = 0;
+  for (const auto& parameter : model->parameters()) parameters += parameter.numel();
+  EXPECT_EQ(parameters, 31'190'243);  // the v1.1 reference network (filters 32 to 320) has 31.2 M parameters
+}
+
+TEST(Unet3dSchedule, WarmupThenConstantWithDecayBoundaries) {
+  LearningRateSchedule schedule;
+  schedule.init_lr = 1e-4;
+  schedule.lr = 2.0;
+  schedule.warmup_epochs = 1000;
+  EXPECT_DOUBLE_EQ(schedule.at_epoch(1), 1e-4 + (2.0 - 1e-4) / 1000);
+  EXPECT_DOUBLE_EQ(schedule.at_epoch(500), 1e-4 + (2.0 - 1e-4) / 2);
+  EXPECT_DOUBLE_EQ(schedule.at_epoch(1000), 2.0);
+  EXPECT_DOUBLE_EQ(schedule.at_epoch(3000), 2.0);
+  schedule.decay_boundary_epochs = {1500};
+  schedule.decay_factor = 0.1;
+  EXPECT_DOUBLE_EQ(schedule.at_epoch(1500), 2.0);
+  EXPECT_DOUBLE_EQ(schedule.at_epoch(1501), 0.2);
+}
+
+TEST(Unet3dQualityGate, TinyPresetReachesItsTarget) {
+  // Predicting background everywhere scores about 0.1 (kidney 0, tumour 1 in the fifth of cases without one);
+  // the target 0.65 needs kidneys and tumours.
+  const testing::QualityGateRun gate("unet3d", 1234);
+}
+
+}  // namespace
+}  // namespace trainbench::unet3d
