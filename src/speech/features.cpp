@@ -71,6 +71,10 @@ FeaturePipeline::FeaturePipeline(const FeatureOptions& options) : options_(optio
       const double rising = (hz - lower) / (center - lower), falling = (upper - hz) / (upper - center);
       filterbank_[static_cast<size_t>(m * bins + k)] = static_cast<float>(std::max(0.0, std::min(rising, falling)) * area_norm);
     }
+    int first = 0, last = bins;
+    while (first < bins && filterbank_[static_cast<size_t>(m * bins + first)] == 0) ++first;
+    while (last > first && filterbank_[static_cast<size_t>(m * bins + last - 1)] == 0) --last;
+    band_bins_.emplace_back(first, last);
   }
 }
 
@@ -134,7 +138,8 @@ FeatureMatrix FeaturePipeline::log_mel(const std::vector<float>& samples) const 
     for (int m = 0; m < out.dims; ++m) {
       const float* weights = filterbank_.data() + static_cast<size_t>(m) * bins;
       double energy = 0;
-      for (int k = 0; k < bins; ++k) energy += weights[k] * spectrum[k];
+      for (int k = band_bins_[static_cast<size_t>(m)].first; k < band_bins_[static_cast<size_t>(m)].second; ++k)
+        energy += weights[k] * spectrum[k];
       out.at(f, m) = static_cast<float>(std::log(std::max(energy, options_.log_floor)));
     }
   }

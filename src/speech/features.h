@@ -78,6 +78,7 @@ class FeaturePipeline {
   FeatureOptions options_;
   std::vector<double> window_;  // n_fft entries: the Hann window centred, zeros around it
   std::vector<float> filterbank_;
+  std::vector<std::pair<int, int>> band_bins_;  // [first, last) non-zero bins of each mel band
   std::vector<std::complex<double>> twiddles_;
 };
 

@@ -1,6 +1,6 @@
 """Independent reference for the RNN-T tests, run with Debian's python3-torch and python3-torchaudio.
 
-    rnnt_reference.py loss INPUTS OUTPUTS   torchaudio.functional.rnnt_loss (fused log-softmax, reduction
+    rnnt_reference.py loss INPUTS OUTPUTS   torchaudio.functional.rnnt_loss (log-softmax inside, reduction
                                             "none") on the C++ test's logits: losses and d(sum)/d(logits)
     rnnt_reference.py step INPUTS OUTPUTS   the MLPerf reference model (rnnt/model.py, common/rnn.py) written
                                             again in PyTorch from the C++ test's weights, one training step with
@@ -21,7 +21,7 @@ def loss_mode(inputs):
     logits = inputs["logits"].clone().requires_grad_()
     losses = torchaudio.functional.rnnt_loss(
         logits, inputs["tokens"].int(), inputs["frame_counts"].int(), inputs["token_counts"].int(),
-        blank=int(inputs["blank"]), reduction="none", fused_log_softmax=True)
+        blank=int(inputs["blank"]), reduction="none")  # log-softmax is applied inside
     losses.sum().backward()
     return {"losses": losses.detach(), "grad": logits.grad}
 
