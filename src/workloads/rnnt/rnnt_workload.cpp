@@ -31,8 +31,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kDataset =
-    "LibriSpeech subsets (<subset>/<speaker>/<chapter>/*.flac + *.trans.txt, or the reference's "
-    "librispeech-<subset>-wav.json manifests) and sentencepieces/librispeech<vocab>.model";
+    "LibriSpeech subsets (SUBSET/SPEAKER/CHAPTER/*.flac with *.trans.txt, or the reference's "
+    "librispeech-SUBSET-wav.json manifests) and sentencepieces/librispeechVOCAB.model";
 
 RnntOptions model_options(const Config& config) {
   const speech::FeatureOptions features;
