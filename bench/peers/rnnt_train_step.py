@@ -25,17 +25,21 @@ from rnnt_reference import Rnnt, lamb_step  # noqa: E402
 
 
 def features(audio, fbank, window):
+    # The new rate in 100 Hz steps: torchaudio's polyphase resampler builds a kernel per rate-ratio phase,
+    # so an arbitrary rate (gcd 1 with 16000) takes minutes.
     speed = random.uniform(0.85, 1.15)
-    audio = torchaudio.functional.resample(audio, 16000, int(round(16000 * speed)))
+    audio = torchaudio.functional.resample(audio, 16000, 100 * round(160 * speed))
     audio = audio + 1e-5 * torch.randn_like(audio)
     audio = torch.cat([audio[:1], audio[1:] - 0.97 * audio[:-1]])
     spec = torch.stft(audio, 512, 160, 320, window=window, center=True, pad_mode="reflect", return_complex=True)
     mel = torch.log(torch.clamp(fbank.T @ (spec.abs() ** 2), min=1e-20))
     mel = (mel - mel.mean(1, keepdim=True)) / (mel.std(1, keepdim=True) + 1e-5)
+    mel = mel.unsqueeze(0)  # the masking transforms take (channel, freq, time)
     for _ in range(2):
         mel = torchaudio.transforms.FrequencyMasking(20)(mel)
     for _ in range(10):
-        mel = torchaudio.transforms.TimeMasking(max(1, round(0.03 * mel.shape[1])))(mel)
+        mel = torchaudio.transforms.TimeMasking(max(1, round(0.03 * mel.shape[2])))(mel)
+    mel = mel[0]
     frames = mel.shape[1]
     mel = torch.nn.functional.pad(mel, (0, (-frames) % 3))
     return mel.T.reshape(-1, 240)
