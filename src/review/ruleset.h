@@ -83,6 +83,9 @@ struct PresetRule {
   std::string target_key;
   std::vector<std::string> reference_values;  // preset values that mean "the rules' own target"
   std::string rcp_table;                      // pattern with {benchmark} and {preset}
+  // Keys whose fixed values describe the rules' dataset (RNN-T's eval_samples 2703); a preset trains on its
+  // own dataset, so their value checks do not apply to it.
+  std::vector<std::string> own_dataset_keys;
 };
 
 struct RcpSettings {

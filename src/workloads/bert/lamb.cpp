@@ -81,6 +81,12 @@ Lamb::Lamb(const std::vector<std::pair<std::string, torch::Tensor>>& parameters,
                       torch::zeros_like(parameter, torch::MemoryFormat::Contiguous), !excluded_from_weight_decay(name)});
 }
 
+Lamb::Lamb(const std::vector<torch::Tensor>& parameters, const LambOptions& options) : options_(options) {
+  for (const auto& parameter : parameters)
+    slots_.push_back({parameter, torch::zeros_like(parameter, torch::MemoryFormat::Contiguous),
+                      torch::zeros_like(parameter, torch::MemoryFormat::Contiguous), true});
+}
+
 void Lamb::zero_grad() {
   for (auto& slot : slots_) slot.parameter.mutable_grad().reset();
 }

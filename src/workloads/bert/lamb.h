@@ -29,6 +29,9 @@ class Lamb {
  public:
   // `parameters`: (name, tensor); names decide weight-decay exclusion (excluded_from_weight_decay).
   Lamb(const std::vector<std::pair<std::string, torch::Tensor>>& parameters, const LambOptions& options);
+  // Every parameter decays (and takes the trust ratio): apex FusedLAMB with one parameter group, as the RNN-T
+  // reference builds it.
+  Lamb(const std::vector<torch::Tensor>& parameters, const LambOptions& options);
   void zero_grad();  // drops the gradients (backward then writes fresh ones instead of adding)
   void step(double learning_rate);
   // The global gradient norm before clipping, from the last step.

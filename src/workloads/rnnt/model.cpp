@@ -1,0 +1,222 @@
+#include "workloads/rnnt/model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "speech/transducer.h"
+
+namespace trainbench::rnnt {
+
+StackedLstmImpl::StackedLstmImpl(int64_t input, int64_t hidden, int64_t layers, double dropout_probability,
+                                 const RnntOptions& options) {
+  lstm = register_module("lstm", torch::nn::LSTM(torch::nn::LSTMOptions(input, hidden).num_layers(layers).dropout(dropout_probability)));
+  dropout = register_module("dropout", torch::nn::Dropout(dropout_probability));
+  torch::NoGradGuard no_grad;
+  for (auto& item : lstm->named_parameters()) {
+    // PyTorch's gate order is input, forget, cell, output: the forget slice is [hidden, 2 * hidden).
+    torch::Tensor forget = item.value().slice(0, hidden, 2 * hidden);
+    if (item.key().find("bias_ih") != std::string::npos) forget.fill_(options.forget_gate_bias());
+    if (item.key().find("bias_hh") != std::string::npos) forget.mul_(options.hidden_hidden_bias_scale());
+  }
+  for (auto& parameter : lstm->parameters()) parameter.mul_(options.weights_init_scale());
+}
+
+std::tuple<torch::Tensor, std::tuple<torch::Tensor, torch::Tensor>> StackedLstmImpl::forward(
+    const torch::Tensor& x, const torch::optional<std::tuple<torch::Tensor, torch::Tensor>>& state) {
+  auto [output, final_state] = lstm->forward(x, state);
+  return {dropout->forward(output), final_state};
+}
+
+RnntImpl::RnntImpl(const RnntOptions& options) : options_(options) {
+  const int64_t encoder = options.encoder_hidden(), prediction = options.prediction_hidden();
+  pre_rnn = register_module("pre_rnn", StackedLstm(options.input_features(), encoder, options.encoder_pre_layers(),
+                                                   options.encoder_dropout(), options));
+  post_rnn = register_module("post_rnn", StackedLstm(encoder * options.stack_time_factor(), encoder,
+                                                     options.encoder_post_layers(), options.encoder_dropout(), options));
+  pred_embed = register_module("pred_embed", torch::nn::Embedding(options.vocab_size(), prediction));
+  dec_rnn = register_module("dec_rnn", StackedLstm(prediction, prediction, options.prediction_layers(),
+                                                   options.prediction_dropout(), options));
+  joint_pred = register_module("joint_pred", torch::nn::Linear(prediction, options.joint_hidden()));
+  joint_enc = register_module("joint_enc", torch::nn::Linear(encoder, options.joint_hidden()));
+  joint_dropout = register_module("joint_dropout", torch::nn::Dropout(options.joint_dropout()));
+  joint_net = register_module("joint_net", torch::nn::Linear(options.joint_hidden(), options.vocab_size() + 1));
+}
+
+std::pair<torch::Tensor, torch::Tensor> RnntImpl::encode(const torch::Tensor& features, const torch::Tensor& frame_counts) {
+  torch::Tensor x = std::get<0>(pre_rnn->forward(features.transpose(0, 1)));  // (T, B, H)
+  // StackTime: pad T to a multiple of the factor and fold each run of `factor` frames into one step.
+  const int64_t factor = options_.stack_time_factor();
+  x = x.transpose(0, 1);  // (B, T, H)
+  const int64_t padding = (factor - x.size(1) % factor) % factor;
+  if (padding > 0) x = torch::cat({x, torch::zeros({x.size(0), padding, x.size(2)}, x.options())}, 1);
+  x = x.reshape({x.size(0), x.size(1) / factor, x.size(2) * factor});
+  x = std::get<0>(post_rnn->forward(x.transpose(0, 1))).transpose(0, 1);
+  return {x, torch::div(frame_counts + (factor - 1), factor, "floor")};
+}
+
+torch::Tensor RnntImpl::predict(const torch::Tensor& tokens) {
+  torch::Tensor y = pred_embed->forward(tokens);  // (B, U, P)
+  y = torch::cat({torch::zeros({y.size(0), 1, y.size(2)}, y.options()), y}, 1);
+  return std::get<0>(dec_rnn->forward(y.transpose(0, 1))).transpose(0, 1);
+}
+
+torch::Tensor RnntImpl::joint(const torch::Tensor& encoded, const torch::Tensor& predicted) {
+  const torch::Tensor f = joint_enc->forward(encoded).unsqueeze(2), g = joint_pred->forward(predicted).unsqueeze(1);
+  return joint_net->forward(joint_dropout->forward(torch::relu(f + g)));
+}
+
+std::tuple<torch::Tensor, std::tuple<torch::Tensor, torch::Tensor>> RnntImpl::predict_step(
+    const torch::Tensor& previous, const torch::optional<std::tuple<torch::Tensor, torch::Tensor>>& state) {
+  // The start "token" is a zero vector, not an embedding row.
+  const torch::Tensor is_start = previous.lt(0).unsqueeze(1);
+  const torch::Tensor embedded =
+      torch::where(is_start, torch::zeros({1}, pred_embed->weight.options()), pred_embed->forward(previous.clamp_min(0)));
+  auto [output, next_state] = dec_rnn->forward(embedded.unsqueeze(0), state);
+  return {output.squeeze(0), next_state};
+}
+
+int64_t RnntImpl::forward_macs(int64_t frames, int64_t tokens) const {
+  const auto lstm = [](int64_t input, int64_t hidden, int64_t layers) {
+    return 4 * hidden * (input + hidden) + (layers - 1) * 4 * hidden * (2 * hidden);
+  };
+  const RnntOptions& o = options_;
+  const int64_t steps = (frames + o.stack_time_factor() - 1) / o.stack_time_factor(), positions = tokens + 1;
+  return frames * lstm(o.input_features(), o.encoder_hidden(), o.encoder_pre_layers()) +
+         steps * lstm(o.encoder_hidden() * o.stack_time_factor(), o.encoder_hidden(), o.encoder_post_layers()) +
+         positions * lstm(o.prediction_hidden(), o.prediction_hidden(), o.prediction_layers()) +
+         steps * o.encoder_hidden() * o.joint_hidden() + positions * o.prediction_hidden() * o.joint_hidden() +
+         steps * positions * o.joint_hidden() * (o.vocab_size() + 1);
+}
+
+std::vector<std::string> RnntImpl::initialized_tensor_names() {
+  return {"pre_rnn", "post_rnn", "pred_embed", "dec_rnn", "joint_pred", "joint_enc", "joint_net"};
+}
+
+namespace {
+
+// The lattice's log-probabilities in, its negative log-likelihood per utterance out; backward scales the
+// exact gradients the lattice computed in forward.
+class LatticeFunction : public torch::autograd::Function<LatticeFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& log_blank,
+                               const torch::Tensor& log_label, const torch::Tensor& frame_counts,
+                               const torch::Tensor& token_counts) {
+    const torch::Tensor blank = log_blank.detach().to(torch::kCPU, torch::kFloat).contiguous();
+    const torch::Tensor label = log_label.detach().to(torch::kCPU, torch::kFloat).contiguous();
+    const torch::Tensor frames = frame_counts.to(torch::kCPU, torch::kLong).contiguous();
+    const torch::Tensor counts = token_counts.to(torch::kCPU, torch::kLong).contiguous();
+    const int64_t batch = blank.size(0), T = blank.size(1), width = blank.size(2), U = label.size(2);
+    torch::Tensor grad_blank = torch::zeros_like(blank), grad_label = torch::zeros_like(label);
+    torch::Tensor losses = torch::empty({batch}, torch::kDouble);
+    double* loss = losses.data_ptr<double>();
+    at::parallel_for(0, batch, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        const speech::LatticeView lattice{frames.data_ptr<int64_t>()[b], counts.data_ptr<int64_t>()[b],
+                                          blank.data_ptr<float>() + b * T * width, width,
+                                          label.data_ptr<float>() + b * T * U, U};
+        loss[b] = speech::rnnt_negative_log_likelihood(lattice, grad_blank.data_ptr<float>() + b * T * width,
+                                                       grad_label.data_ptr<float>() + b * T * U);
+      }
+    });
+    context->save_for_backward({grad_blank.to(log_blank.device(), log_blank.scalar_type()),
+                                grad_label.to(log_label.device(), log_label.scalar_type())});
+    return losses.to(log_blank.device(), log_blank.scalar_type());
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* context,
+                                               torch::autograd::tensor_list grad_outputs) {
+    const auto saved = context->get_saved_variables();
+    const torch::Tensor scale = grad_outputs[0].view({-1, 1, 1});
+    return {saved[0] * scale, saved[1] * scale, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor rnnt_loss(const torch::Tensor& logits, const torch::Tensor& tokens, const torch::Tensor& frame_counts,
+                        const torch::Tensor& token_counts, int64_t blank) {
+  const torch::Tensor log_probs = torch::log_softmax(logits, -1);
+  const int64_t U = logits.size(2) - 1;
+  const torch::Tensor log_blank = log_probs.select(3, blank);  // (B, T, U + 1)
+  // log P(y[u] | t, u) for u < U: gather each utterance's next token along the vocabulary.
+  const torch::Tensor next_tokens = tokens.slice(1, 0, U).to(torch::kLong);
+  const torch::Tensor index = next_tokens.unsqueeze(1).unsqueeze(3).expand({logits.size(0), logits.size(1), U, 1});
+  const torch::Tensor log_label = log_probs.slice(2, 0, U).gather(3, index).squeeze(3);  // (B, T, U)
+  return LatticeFunction::apply(log_blank, log_label, frame_counts, token_counts);
+}
+
+torch::Tensor training_loss(Rnnt& model, const torch::Tensor& features, const torch::Tensor& frame_counts,
+                            const torch::Tensor& tokens, const torch::Tensor& token_counts) {
+  auto [encoded, steps] = model->encode(features, frame_counts);
+  const int64_t longest = steps.max().item<int64_t>();
+  const torch::Tensor logits = model->joint(encoded.slice(1, 0, longest), model->predict(tokens));
+  return rnnt_loss(logits, tokens, steps, token_counts, model->options().blank()).mean();
+}
+
+std::vector<std::vector<int>> greedy_decode(Rnnt& model, const torch::Tensor& features, const torch::Tensor& frame_counts,
+                                            int64_t max_symbols_per_step, int64_t max_symbols_per_sample) {
+  torch::NoGradGuard no_grad;
+  auto [encoded, steps_tensor] = model->encode(features, frame_counts);
+  const torch::Tensor enc = model->joint_enc->forward(encoded);  // (B, T, J): the encoder half of the joint, once
+  const int64_t batch = enc.size(0), blank = model->options().blank();
+  const torch::Tensor steps = steps_tensor.to(torch::kCPU, torch::kLong).contiguous();
+  const int64_t* step_counts = steps.data_ptr<int64_t>();
+  std::vector<std::vector<int>> hypotheses(static_cast<size_t>(batch));
+  std::vector<int64_t> previous(static_cast<size_t>(batch), -1);
+  // Each utterance's prediction output and state for its last emitted token.
+  auto [predicted, state] = model->predict_step(torch::full({batch}, -1, torch::TensorOptions(torch::kLong).device(enc.device())),
+                                                torch::nullopt);
+  for (int64_t t = 0; t < enc.size(1); ++t) {
+    std::vector<char> active(static_cast<size_t>(batch));
+    for (int64_t b = 0; b < batch; ++b)
+      active[b] = t < step_counts[b] && static_cast<int64_t>(hypotheses[b].size()) <= max_symbols_per_sample;
+    const torch::Tensor f = enc.select(1, t);
+    for (int64_t tries = 0; tries < max_symbols_per_step && std::count(active.begin(), active.end(), 1) > 0; ++tries) {
+      const torch::Tensor logits = model->joint_net->forward(torch::relu(f + model->joint_pred->forward(predicted)));
+      const torch::Tensor best = logits.argmax(1).to(torch::kCPU).contiguous();
+      const int64_t* best_tokens = best.data_ptr<int64_t>();
+      std::vector<int64_t> emitted_mask(static_cast<size_t>(batch), 0);
+      bool any = false;
+      for (int64_t b = 0; b < batch; ++b) {
+        const int64_t token = best_tokens[b];
+        if (!active[b]) continue;
+        if (token == blank) {
+          active[b] = 0;
+          continue;
+        }
+        hypotheses[b].push_back(static_cast<int>(token));
+        previous[b] = token;
+        emitted_mask[b] = 1;
+        any = true;
+      }
+      if (!any) break;
+      // Advance the prediction network of the utterances that emitted; the others keep their state.
+      auto [next_predicted, next_state] = model->predict_step(torch::tensor(previous).to(enc.device()), state);
+      const torch::Tensor emitted = torch::tensor(emitted_mask).to(enc.device()).to(torch::kBool);
+      predicted = torch::where(emitted.unsqueeze(1), next_predicted, predicted);
+      state = std::make_tuple(torch::where(emitted.view({1, -1, 1}), std::get<0>(next_state), std::get<0>(state)),
+                              torch::where(emitted.view({1, -1, 1}), std::get<1>(next_state), std::get<1>(state)));
+    }
+  }
+  return hypotheses;
+}
+
+void update_ema(Rnnt& ema, const Rnnt& model, double decay) {
+  torch::NoGradGuard no_grad;
+  const auto averaged = ema->parameters(), current = model->parameters();
+  for (size_t i = 0; i < averaged.size(); ++i) averaged[i].mul_(decay).add_(current[i], 1 - decay);
+}
+
+double RnntLrSchedule::at(int64_t step, int64_t epoch) const {
+  const int64_t warmup_steps = warmup_epochs * steps_per_epoch, hold_steps = hold_epochs * steps_per_epoch;
+  double factor;
+  if (step < warmup_steps)
+    factor = static_cast<double>(step + 1) / static_cast<double>(warmup_steps + 1);
+  else if (step < warmup_steps + hold_steps)
+    factor = 1.0;
+  else
+    factor = std::pow(gamma, static_cast<double>(epoch - warmup_epochs - hold_epochs));
+  return std::max(factor * base_lr, min_lr);
+}
+
+}  // namespace trainbench::rnnt

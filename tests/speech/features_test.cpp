@@ -1,0 +1,157 @@
+// The feature pipeline against an independent torchaudio computation (features_reference.py), and the
+// stages the reference leaves to DALI (silence trim, speed perturbation, SpecAugment) on signals whose
+// answer is known.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "data/random.h"
+#include "speech/audio.h"
+#include "speech/features.h"
+
+namespace trainbench::speech {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<float> read_floats(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<float> values;
+  for (float v; in.read(reinterpret_cast<char*>(&v), sizeof v);) values.push_back(v);
+  return values;
+}
+
+// A voiced-speech-like test signal: harmonics of a gliding pitch with noise.
+std::vector<float> test_signal(int64_t samples) {
+  data::Rng rng(3);
+  std::vector<float> signal(static_cast<size_t>(samples));
+  double phase = 0;
+  for (int64_t i = 0; i < samples; ++i) {
+    phase += 2 * M_PI * (120.0 + 80.0 * static_cast<double>(i) / samples) / 16000.0;
+    double value = 0;
+    for (int h = 1; h <= 12; ++h) value += std::sin(h * phase) / h;
+    signal[i] = static_cast<float>(0.1 * value + 0.01 * (rng.uniform() - 0.5));
+  }
+  return signal;
+}
+
+TEST(SpeechFeatures, MatchTorchaudioBeforeAugmentation) {
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_features_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::vector<float> signal = test_signal(16000 + 1234);
+  {
+    std::ofstream out(dir / "samples.f32", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(signal.data()), static_cast<std::streamsize>(signal.size() * sizeof(float)));
+  }
+  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_FEATURES_REFERENCE_SCRIPT + " " +
+                              (dir / "samples.f32").string() + " " + (dir / "features.f32").string() + " " +
+                              (dir / "fbank.f32").string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << "reference failed (python3-torchaudio installed?): " << command;
+
+  const FeaturePipeline pipeline{FeatureOptions{}};
+  const std::vector<float> fbank = read_floats(dir / "fbank.f32");
+  ASSERT_EQ(fbank.size(), pipeline.filterbank().size());
+  for (size_t i = 0; i < fbank.size(); ++i) ASSERT_NEAR(pipeline.filterbank()[i], fbank[i], 1e-6) << "filterbank entry " << i;
+
+  FeatureMatrix features = pipeline.log_mel(signal);
+  pipeline.normalize(features);
+  const FeatureMatrix stacked = pipeline.stack_and_subsample(features);
+  const std::vector<float> expected = read_floats(dir / "features.f32");
+  ASSERT_EQ(stacked.dims, 240);
+  ASSERT_EQ(stacked.frames, pipeline.output_frames(static_cast<int64_t>(signal.size())));
+  ASSERT_EQ(static_cast<size_t>(stacked.frames * stacked.dims), expected.size());
+  double worst = 0;
+  for (size_t i = 0; i < expected.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(stacked.values[i]) - expected[i]));
+  EXPECT_LT(worst, 2e-3) << "largest difference from torchaudio over " << expected.size() << " values";
+  fs::remove_all(dir);
+}
+
+TEST(SpeechFeatures, TrimKeepsTheSoundAndItsWindow) {
+  FeatureOptions options;
+  const FeaturePipeline pipeline(options);
+  std::vector<float> samples(40000, 0.0f);
+  for (int i = 15000; i < 25000; ++i) samples[i] = static_cast<float>(0.5 * std::sin(i * 0.05));
+  const auto [begin, end] = pipeline.nonsilent_region(samples);
+  // The region is the union of the 2048-sample windows whose mean square is above the threshold.
+  EXPECT_EQ(begin, 15000u - 2048u + 1u);
+  EXPECT_EQ(end, 25000u + 2048u - 1u);
+  // Quiet noise 70 dB below the tone is trimmed; at 50 dB it is kept.
+  for (const double level : {70.0, 50.0}) {
+    std::vector<float> noisy = samples;
+    for (int i = 0; i < 40000; ++i)
+      if (i < 15000 || i >= 25000) noisy[i] = static_cast<float>(0.5 * std::pow(10.0, -level / 20) * std::sin(i * 0.05));
+    const auto region = pipeline.nonsilent_region(noisy);
+    EXPECT_EQ(region.second - region.first == noisy.size(), level < 60) << level << " dB";
+  }
+  EXPECT_EQ(pipeline.nonsilent_region(std::vector<float>(100, 0.0f)), (std::pair<size_t, size_t>{0, 0}));
+}
+
+TEST(SpeechFeatures, ResamplingKeepsATonesPitch) {
+  // A 440 Hz tone resampled by 1.15 is, at the original rate, a tone of 440 / 1.15 Hz (slower speech).
+  std::vector<float> tone(16000);
+  for (size_t i = 0; i < tone.size(); ++i) tone[i] = static_cast<float>(std::sin(2 * M_PI * 440 * i / 16000.0));
+  for (const double ratio : {0.85, 1.15}) {
+    const std::vector<float> out = resample(tone, ratio);
+    EXPECT_EQ(out.size(), static_cast<size_t>(std::llround(16000 * ratio)));
+    double worst = 0;
+    for (size_t j = 400; j + 400 < out.size(); ++j)
+      worst = std::max(worst, std::abs(out[j] - std::sin(2 * M_PI * 440 / ratio * j / 16000.0)));
+    EXPECT_LT(worst, 2e-3) << "ratio " << ratio;
+  }
+  // Downsampling removes what the new rate cannot hold: 7.9 kHz at 16 kHz, resampled by 0.85 (Nyquist 6.8 kHz,
+  // the filter's transition band about 0.85 kHz wide on either side).
+  for (size_t i = 0; i < tone.size(); ++i) tone[i] = static_cast<float>(std::sin(2 * M_PI * 7900 * i / 16000.0));
+  const std::vector<float> out = resample(tone, 0.85);
+  double energy = 0;
+  for (size_t j = 400; j + 400 < out.size(); ++j) energy += out[j] * out[j];
+  EXPECT_LT(energy / static_cast<double>(out.size() - 800), 0.01);
+}
+
+TEST(SpeechFeatures, SpecAugmentMasksWithinItsLimits) {
+  FeatureOptions options;
+  const FeaturePipeline pipeline(options);
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    FeatureMatrix features;
+    features.frames = 500;
+    features.dims = 80;
+    features.values.assign(500 * 80, 1.0f);
+    data::Rng rng(seed);
+    pipeline.spec_augment(features, rng);
+    int64_t masked_bands = 0, masked_frames = 0;
+    for (int64_t d = 0; d < 80; ++d) {
+      bool all = true;
+      for (int64_t f = 0; f < 500; ++f) all = all && features.at(f, d) == 0;
+      masked_bands += all;
+    }
+    for (int64_t f = 0; f < 500; ++f) {
+      bool all = true;
+      for (int64_t d = 0; d < 80; ++d) all = all && features.at(f, d) == 0;
+      masked_frames += all;
+    }
+    EXPECT_LE(masked_bands, 2 * 20);
+    EXPECT_LE(masked_frames, 10 * 15);  // round(0.03 * 500) = 15 frames per mask at most
+    for (float v : features.values) ASSERT_TRUE(v == 0.0f || v == 1.0f);
+  }
+}
+
+TEST(SpeechFeatures, TrainingFeaturesVaryWithTheSeedAndEvaluationOnlyThroughDither) {
+  const FeaturePipeline pipeline{FeatureOptions{}};
+  const std::vector<float> signal = test_signal(24000);
+  data::Rng a(1), b(1), c(2);
+  const FeatureMatrix first = pipeline.compute(signal, true, a), again = pipeline.compute(signal, true, b);
+  EXPECT_EQ(first.values, again.values);
+  const FeatureMatrix other = pipeline.compute(signal, true, c);
+  EXPECT_NE(first.values, other.values);
+  data::Rng d(1);
+  const FeatureMatrix eval = pipeline.compute(signal, false, d);
+  EXPECT_EQ(eval.frames, pipeline.output_frames(24000));
+  EXPECT_EQ(eval.dims, 240);
+}
+
+}  // namespace
+}  // namespace trainbench::speech

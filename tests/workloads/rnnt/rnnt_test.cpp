@@ -1,0 +1,205 @@
+// RNN-T: the loss against torchaudio.functional.rnnt_loss (values and gradients, T = 1, U = 0 and long
+// lattices where path probabilities underflow), one training step (loss, LAMB, EMA) and greedy decoding
+// against an independent python3-torch implementation of the reference (rnnt_reference.py), the
+// initialisation rule, the learning-rate schedule, and the tiny preset's quality gate.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "dist/communicator.h"
+#include "support/quality_gate.h"
+#include "support/torch_pickle.h"
+#include "workloads/bert/lamb.h"
+#include "workloads/rnnt/model.h"
+
+namespace trainbench::rnnt {
+namespace {
+
+namespace fs = std::filesystem;
+
+using testing::load_dict;
+using testing::save_dict;
+
+// Runs rnnt_reference.py in `mode` on `inputs`; returns its outputs.
+c10::Dict<c10::IValue, c10::IValue> run_reference(const std::string& mode, const c10::Dict<std::string, torch::Tensor>& inputs) {
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_rnnt_" + mode + "_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  save_dict(inputs, dir / "inputs.pt");
+  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_RNNT_REFERENCE_SCRIPT + " " + mode + " " +
+                              (dir / "inputs.pt").string() + " " + (dir / "outputs.pt").string();
+  EXPECT_EQ(std::system(command.c_str()), 0) << "reference failed (python3-torchaudio installed?): " << command;
+  auto outputs = load_dict(dir / "outputs.pt");
+  fs::remove_all(dir);
+  return outputs;
+}
+
+torch::Tensor tensor_at(const c10::Dict<c10::IValue, c10::IValue>& dict, const std::string& key) { return dict.at(key).toTensor(); }
+
+struct LossCase {
+  std::string name;
+  std::vector<int64_t> frames, tokens;
+  int64_t classes;
+  double scale;  // logits ~ N(0, scale^2): large scales make naive path probabilities underflow
+  double gradient_tolerance;  // torchaudio accumulates in float32 (it takes no float64); this lattice uses doubles
+};
+
+TEST(RnntLoss, MatchesTorchaudioValuesAndGradients) {
+  torch::manual_seed(11);
+  const std::vector<LossCase> cases = {
+      {"small mixed lengths", {4, 2, 5}, {2, 3, 0}, 7, 1.0, 1e-5},
+      {"one frame", {1, 1}, {3, 1}, 5, 1.0, 1e-5},
+      {"an utterance without labels", {6, 3}, {0, 2}, 4, 1.0, 1e-5},
+      {"long underflowing", {300, 260}, {70, 50}, 30, 6.0, 5e-3},
+  };
+  for (const LossCase& c : cases) {
+    const int64_t batch = static_cast<int64_t>(c.frames.size());
+    const int64_t T = *std::max_element(c.frames.begin(), c.frames.end());
+    const int64_t U = *std::max_element(c.tokens.begin(), c.tokens.end());
+    const int64_t blank = c.classes - 1;
+    const torch::Tensor logits = (torch::randn({batch, T, U + 1, c.classes}) * c.scale).requires_grad_();
+    const torch::Tensor tokens = torch::randint(blank, {batch, U}, torch::kInt64);
+    const torch::Tensor frame_counts = torch::tensor(c.frames), token_counts = torch::tensor(c.tokens);
+    const torch::Tensor losses = rnnt_loss(logits, tokens, frame_counts, token_counts, blank);
+    losses.sum().backward();
+
+    c10::Dict<std::string, torch::Tensor> inputs;
+    inputs.insert("logits", logits.detach());
+    inputs.insert("tokens", tokens);
+    inputs.insert("frame_counts", frame_counts);
+    inputs.insert("token_counts", token_counts);
+    inputs.insert("blank", torch::tensor(blank));
+    const auto expected = run_reference("loss", inputs);
+    const torch::Tensor expected_losses = tensor_at(expected, "losses");
+    EXPECT_TRUE(torch::isfinite(losses).all().item<bool>()) << c.name;
+    EXPECT_TRUE(torch::allclose(losses.detach(), expected_losses, 1e-4, 1e-3)) << c.name << "\n" << losses << "\n" << expected_losses;
+    // Gradients where the lattice is defined; torchaudio leaves the padding at 0 and so does the log-softmax
+    // backward of a zero lattice gradient.
+    EXPECT_TRUE(torch::allclose(logits.grad(), tensor_at(expected, "grad"), 1e-4, c.gradient_tolerance))
+        << c.name << ": largest gradient difference " << (logits.grad() - tensor_at(expected, "grad")).abs().max().item<double>();
+  }
+}
+
+RnntOptions small_options() {
+  return RnntOptions()
+      .input_features(12)
+      .encoder_hidden(10)
+      .encoder_pre_layers(2)
+      .encoder_post_layers(3)
+      .stack_time_factor(2)
+      .prediction_hidden(8)
+      .prediction_layers(2)
+      .joint_hidden(9)
+      .vocab_size(6)
+      .encoder_dropout(0)
+      .prediction_dropout(0)
+      .joint_dropout(0);
+}
+
+TEST(RnntModel, InitialisesLstmsAsTheReference) {
+  torch::manual_seed(3);
+  Rnnt model(small_options());
+  for (const auto& item : model->named_parameters()) {
+    if (item.key().find("lstm") == std::string::npos) continue;
+    const int64_t hidden = item.value().size(0) / 4;
+    const torch::Tensor forget = item.value().slice(0, hidden, 2 * hidden);
+    // PyTorch's default U(-1/sqrt(H), 1/sqrt(H)), scaled by 0.5; bias_ih's forget slice 1.0 * 0.5, bias_hh's 0.
+    if (item.key().find("bias_ih") != std::string::npos) {
+      EXPECT_TRUE(forget.eq(0.5).all().item<bool>()) << item.key();
+    } else if (item.key().find("bias_hh") != std::string::npos) {
+      EXPECT_TRUE(forget.eq(0).all().item<bool>()) << item.key();
+    } else {
+      EXPECT_LE(item.value().abs().max().item<double>(), 0.5 / std::sqrt(static_cast<double>(hidden)) + 1e-7) << item.key();
+    }
+  }
+  // The reference's shapes give 49.0 M parameters.
+  Rnnt reference{RnntOptions()};
+  int64_t count = 0;
+  for (const auto& parameter : reference->parameters()) count += parameter.numel();
+  EXPECT_NEAR(static_cast<double>(count) / 1e6, 49.0, 0.05);
+  EXPECT_EQ(RnntImpl::initialized_tensor_names().size(), 7u);
+}
+
+TEST(RnntModel, TwoStepsAndGreedyDecodingMatchAnIndependentPyTorchImplementation) {
+  torch::manual_seed(5);
+  const RnntOptions options = small_options();
+  Rnnt model(options), ema(options);
+  const int64_t batch = 3;
+  const torch::Tensor features = torch::randn({batch, 9, options.input_features()});
+  const torch::Tensor frame_counts = torch::tensor({9, 5, 7});
+  const torch::Tensor tokens = torch::randint(options.vocab_size(), {batch, 4}, torch::kInt64);
+  const torch::Tensor token_counts = torch::tensor({4, 2, 3});
+  const double lr = 0.01, decay = 0.9;
+  const int64_t max_symbols_per_step = 3, max_symbols_per_sample = 8;
+
+  c10::Dict<std::string, torch::Tensor> inputs;
+  for (const auto& item : model->named_parameters())
+    inputs.insert("state." + std::regex_replace(item.key(), std::regex("\\.lstm\\."), "."), item.value().detach().clone());
+  inputs.insert("features", features);
+  inputs.insert("frame_counts", frame_counts);
+  inputs.insert("tokens", tokens);
+  inputs.insert("token_counts", token_counts);
+  inputs.insert("setting.shape", torch::tensor({options.input_features(), options.encoder_hidden(), options.encoder_pre_layers(),
+                                                options.encoder_post_layers(), options.stack_time_factor(),
+                                                options.prediction_hidden(), options.prediction_layers(),
+                                                options.joint_hidden(), options.vocab_size()}));
+  inputs.insert("setting.optimizer", torch::tensor({lr, 0.9, 0.999, 1e-9, 1e-3, 1.0, decay}, torch::kFloat64));
+  inputs.insert("setting.limits", torch::tensor({max_symbols_per_step, max_symbols_per_sample}));
+  const auto expected = run_reference("step", inputs);
+
+  update_ema(ema, model, 0.0);
+  const std::vector<torch::Tensor> parameters = model->parameters();
+  bert::Lamb optimizer(parameters, bert::LambOptions().beta1(0.9).beta2(0.999).epsilon(1e-9).weight_decay(1e-3).max_grad_norm(1.0));
+  model->train();
+  for (int step = 1; step <= 2; ++step) {
+    optimizer.zero_grad();
+    const torch::Tensor loss = training_loss(model, features, frame_counts, tokens, token_counts);
+    loss.backward();
+    optimizer.step(lr);
+    update_ema(ema, model, decay);
+    EXPECT_NEAR(loss.item<double>(), tensor_at(expected, "loss" + std::to_string(step)).item<double>(), 1e-4) << "step " << step;
+  }
+  for (const auto& item : model->named_parameters()) {
+    const std::string key = std::regex_replace(item.key(), std::regex("\\.lstm\\."), ".");
+    EXPECT_TRUE(torch::allclose(item.value(), tensor_at(expected, "state." + key), 1e-4, 1e-6)) << key;
+  }
+  for (const auto& item : ema->named_parameters()) {
+    const std::string key = std::regex_replace(item.key(), std::regex("\\.lstm\\."), ".");
+    EXPECT_TRUE(torch::allclose(item.value(), tensor_at(expected, "ema." + key), 1e-4, 1e-6)) << key;
+  }
+
+  ema->eval();
+  const std::vector<std::vector<int>> decoded =
+      greedy_decode(ema, features, frame_counts, max_symbols_per_step, max_symbols_per_sample);
+  const torch::Tensor reference = tensor_at(expected, "decoded");
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<int> want;
+    for (int64_t i = 0; i < reference.size(1) && reference[b][i].item<int64_t>() >= 0; ++i)
+      want.push_back(static_cast<int>(reference[b][i].item<int64_t>()));
+    EXPECT_EQ(decoded[static_cast<size_t>(b)], want) << "utterance " << b;
+  }
+}
+
+TEST(RnntSchedule, WarmsUpHoldsAndDecaysExponentially) {
+  const RnntLrSchedule schedule{0.004, 2, 3, 10, 0.9, 1e-5};
+  EXPECT_DOUBLE_EQ(schedule.at(1, 1), 0.004 * 2 / 21);     // steps counted from 1: (step + 1) / (warmup + 1)
+  EXPECT_DOUBLE_EQ(schedule.at(19, 2), 0.004 * 20 / 21);
+  EXPECT_DOUBLE_EQ(schedule.at(20, 3), 0.004);              // hold
+  EXPECT_DOUBLE_EQ(schedule.at(49, 5), 0.004);
+  EXPECT_DOUBLE_EQ(schedule.at(50, 6), 0.004 * 0.9);        // gamma^(epoch - warmup - hold)
+  EXPECT_DOUBLE_EQ(schedule.at(75, 8), 0.004 * 0.9 * 0.9 * 0.9);
+  EXPECT_DOUBLE_EQ(schedule.at(100000, 200), 1e-5);         // floor
+}
+
+TEST(RnntQualityGate, TinyPresetReachesItsWordErrorRate) {
+  const testing::QualityGateRun gate("rnnt", 1234);
+  ASSERT_FALSE(gate.outcome().last_metric.parts().empty());
+  EXPECT_LE(gate.outcome().last_metric.part(""), 0.75);
+}
+
+}  // namespace
+}  // namespace trainbench::rnnt
