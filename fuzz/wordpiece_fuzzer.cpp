@@ -7,9 +7,15 @@
 #include "util/error.h"
 
 extern "C" int TRAINBENCH_FUZZ_ENTRY(const uint8_t* data, size_t size) {
-  static const trainbench::data::WordPieceTokenizer tokenizer(
-      {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "un", "##aff", "##able", "a", "##b", "##c", ".", ",", "!",
-       "\xe4\xb8\xad", "e", "##e", "##s", "cafe"});
+  // The special tokens where bert-base-uncased has them (the tokenizer checks), then a few real pieces.
+  static const trainbench::data::WordPieceTokenizer tokenizer([] {
+    std::vector<std::string> vocab{"[PAD]"};
+    for (int i = 1; i < 100; ++i) vocab.push_back("[unused" + std::to_string(i) + "]");
+    for (const char* token : {"[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "un", "##aff", "##able", "a", "##b", "##c", ".",
+                              ",", "!", "\xe4\xb8\xad", "e", "##e", "##s", "cafe"})
+      vocab.push_back(token);
+    return vocab;
+  }());
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
     for (const int32_t id : tokenizer.encode(text))

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <sched.h>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +31,13 @@ bool parse_number(const std::string& text, double& value) {
   return errno == 0 && *end == '\0' && std::isfinite(value);
 }
 
+// "0", "1", "0.5": as a user would type the bound.
+std::string plain(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
 }  // namespace
 
 CLI::Validator whole_number(int64_t minimum, int64_t maximum) {
@@ -50,7 +58,7 @@ CLI::Validator number_above(double minimum) {
       [=](std::string& text) -> std::string {
         double value = 0;
         if (!parse_number(text, value) || !(value > minimum))
-          return "expected a number above " + nlohmann::json(minimum).dump() + ", got '" + text + "'";
+          return "expected a number above " + plain(minimum) + ", got '" + text + "'";
         return "";
       },
       "", "number");
@@ -61,7 +69,7 @@ CLI::Validator number_at_least(double minimum) {
       [=](std::string& text) -> std::string {
         double value = 0;
         if (!parse_number(text, value) || value < minimum)
-          return "expected a number of at least " + nlohmann::json(minimum).dump() + ", got '" + text + "'";
+          return "expected a number of at least " + plain(minimum) + ", got '" + text + "'";
         return "";
       },
       "", "number");

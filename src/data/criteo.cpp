@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -180,11 +181,12 @@ bool CriteoDayReader::next(CriteoRow& row) {
   }
   // zlib reports a gzip stream cut short (no end-of-stream block, no CRC and length trailer) as Z_BUF_ERROR
   // and a wrong CRC as Z_DATA_ERROR; either may surface while the last (partial) line is returned.
+  // The whole file is then bad, wherever zlib noticed, so the error names the file, not a line.
   int error = Z_OK;
-  const char* message = gzerror(file, &error);
-  if (error == Z_BUF_ERROR)
-    fail(where(path_, line_number_ + 1), "truncated gzip file: it ends before the gzip end-of-stream marker and CRC");
-  if (error != Z_OK) fail(where(path_, line_number_ + 1), std::string("cannot read: ") + message);
+  std::string message = gzerror(file, &error);
+  if (message.rfind(path_ + ": ", 0) == 0) message.erase(0, path_.size() + 2);  // zlib prefixes the path
+  if (error == Z_BUF_ERROR) fail(path_, "truncated gzip file: it ends before the gzip end-of-stream marker and CRC");
+  if (error != Z_OK) fail(path_, "cannot read: " + message);
   if (!got_any) {
     if (!gzeof(file)) fail(where(path_, line_number_ + 1), "cannot read (truncated gzip stream?)");
     return false;
@@ -224,7 +226,9 @@ PreparedCounts prepare_criteo(const std::string& in_dir, const std::string& out_
   std::vector<std::string> days = find_day_files(in_dir);
   // day_N must be the N-th file: a missing day would silently shrink the training set or make an earlier
   // day the eval set.
-  const int day_count = std::max(expected_days, static_cast<int>(days.size()));
+  std::string last = fs::path(days.back()).filename().string();
+  const int last_day = std::atoi(last.c_str() + 4);  // find_day_files checked the name: day_<N>[.gz]
+  const int day_count = std::max(expected_days, last_day + 1);
   const int named_days = expected_days ? expected_days : day_count;
   std::string expected = "day_0 .. day_" + std::to_string(named_days - 1) + ", plain or .gz";
   if (expected_days) expected += ": the preset's " + std::to_string(expected_days) + " days";

@@ -137,14 +137,15 @@ std::shared_ptr<Communicator> Communicator::connect(const RankEnvironment& env, 
   const auto interval = options.heartbeat_interval;
   state->heartbeat = std::thread([state, rank, interval] {
     const std::string key = kHeartbeatPrefix + std::to_string(rank);
-    std::unique_lock<std::mutex> lock(state->mutex);
-    while (!state->stopping) {
+    for (;;) {
+      // Not under the mutex: across a network partition add() blocks, and stopping must not wait for it.
       try {
         state->heartbeat_store->add(key, 1);
       } catch (const std::exception&) {
         return;  // the store is gone (rank 0 ended); the next collective reports it
       }
-      state->stop_requested.wait_for(lock, interval, [state] { return state->stopping; });
+      std::unique_lock<std::mutex> lock(state->mutex);
+      if (state->stop_requested.wait_for(lock, interval, [state] { return state->stopping; })) return;
     }
   });
   communicator->backends_ = std::move(backends);
