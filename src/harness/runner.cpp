@@ -274,6 +274,7 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     for (const auto& hyperparameter : data.derived_hyperparameters)
       log.event(hyperparameter.key, hyperparameter.value);
     const EvalSchedule schedule = data.schedule.value_or(description.schedule);
+    outcome.unit = schedule.unit;  // the summary speaks the unit of the schedule that ran
     checking_input = false;
     if (result) result->open();
 

@@ -243,6 +243,11 @@ TEST_F(CliTest, MissingDatasetNamesTheDirectoryAndWritesNoResult) {
 
 TEST_F(CliTest, SigtermAbortsTheRunWithACompleteLog) {
   ASSERT_EQ(run("data make resnet --set dataset.train_per_class=64 --set dataset.val_per_class=16 --out " + (dir_ / "data").string()).exit_code, 0);
+  // Issue 18: the error names the preset's setting, not the loader's field ("workers").
+  const Result refused = run("run resnet --quiet --set loader_threads=0 --data " + (dir_ / "data").string() + " --out " +
+                             (dir_ / "results").string() + " --system box");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.output.find("resnet/mini: loader_threads: expected at least 1, got 0"), std::string::npos) << refused.output;
   const pid_t child = ::fork();
   if (child == 0) {
     const std::string data = (dir_ / "data").string(), out = (dir_ / "results").string();
