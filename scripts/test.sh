@@ -7,4 +7,5 @@ scripts/install-deps.sh
 scripts/build.sh
 echo "test.sh: install and build took $(( $(date +%s) - start )) s"
 ctest --test-dir build --output-on-failure -j"$(nproc)"
+scripts/sanitize.sh
 echo "test.sh: total $(( $(date +%s) - start )) s"

@@ -42,7 +42,7 @@ void add_coco_commands(CLI::App& app, CommandContext&) {
       ->capture_default_str();
   command->add_flag("--json", flags->json, "Print the 12 numbers as JSON, with names and full precision");
   command->add_option("--threads", flags->threads, "Threads (0: every core); results do not depend on it")
-      ->capture_default_str();
+      ->capture_default_str()->check(whole_number(0, usable_cpus()));
   command->callback([flags] {
     const coco::IouType type = coco::parse_iou_type(flags->type);
     // The two files are read at the same time; a bad ground truth is still reported before bad results.

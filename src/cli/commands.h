@@ -10,6 +10,19 @@ struct CommandContext {
   int exit_code = 0;
 };
 
+// Checks for numeric flags whose messages read "expected a whole number of at least 1, got '0'" (CLI11's own
+// range checks print the type's whole range). Every numeric flag of every command uses one.
+CLI::Validator whole_number(int64_t minimum, int64_t maximum = INT64_MAX);
+CLI::Validator number_above(double minimum);     // seconds, factors: > minimum
+CLI::Validator number_at_least(double minimum);  // >= minimum
+
+// A string flag whose value goes into a JSON log or file must be valid UTF-8; the error names the flag.
+void require_utf8(const std::string& flag, const std::string& value);
+
+// The CPUs this process may run on (its affinity mask): the bound of every --threads.
+int usable_cpus();
+CLI::Validator thread_count();  // 1 .. usable_cpus()
+
 void add_training_commands(CLI::App& app, CommandContext& context);  // run, bench, data
 void add_review_commands(CLI::App& app, CommandContext& context);    // review, system, report
 void add_launch_command(CLI::App& app, CommandContext& context);     // launch

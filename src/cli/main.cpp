@@ -1,13 +1,50 @@
 // trainbench: time-to-train benchmarks under the MLPerf Training rules. Subcommands come from each layer
-// (cli/commands.h); main only parses, dispatches and turns errors into exit codes.
+// (cli/commands.h); main only parses, dispatches and turns errors into exit codes: 0 ok, 1 a check failed or
+// a run did not converge, 2 bad input (a flag, a file, a setting: the message names it), 3 an unexpected
+// failure (the message says what; a run it hit ends its log with run_stop "aborted").
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
 #include <iostream>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "util/allocator.h"
 #include "util/error.h"
 #include "util/provenance.h"
 
+namespace {
+
+constexpr int kBadInput = 2;
+constexpr int kUnexpectedFailure = 3;
+
+// The first line of an exception's message: LibTorch's c10::Error appends a stack trace.
+std::string first_line(const char* message) {
+  const std::string text(message);
+  return text.substr(0, text.find('\n'));
+}
+
+// The last resort, for an exception that escapes a thread: a message and an exit code, not "terminate called".
+[[noreturn]] void on_terminate() {
+  std::string reason = "terminated without an exception";
+  if (const std::exception_ptr current = std::current_exception()) {
+    try {
+      std::rethrow_exception(current);
+    } catch (const std::exception& error) {
+      reason = first_line(error.what());
+    } catch (...) {
+      reason = "an exception of unknown type";
+    }
+  }
+  const std::string line = "trainbench: unexpected failure: " + reason + "\n";
+  (void)!::write(STDERR_FILENO, line.data(), line.size());
+  std::_Exit(kUnexpectedFailure);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  std::set_terminate(on_terminate);
   trainbench::keep_freed_memory_for_reuse();
   CLI::App app{"trainbench: measures how fast a system trains neural networks to a target quality, under the "
                "rules of MLPerf Training v1.1, and checks and reports the results."};
@@ -23,11 +60,25 @@ int main(int argc, char** argv) {
   trainbench::cli::add_coco_commands(app, context);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForAllHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForVersion& version) {
+    return app.exit(version);
   } catch (const CLI::ParseError& error) {
-    return app.exit(error);
+    app.exit(error);  // prints the message and the --help hint
+    return kBadInput;
   } catch (const trainbench::Error& error) {
     std::cerr << "trainbench: " << error.what() << "\n";
-    return 2;
+    return kBadInput;
+  } catch (const std::filesystem::filesystem_error& error) {
+    // A path the user gave that the file system refuses (too long, not a directory, no permission).
+    std::cerr << "trainbench: " << error.path1().string() << ": " << error.code().message() << "\n";
+    return kBadInput;
+  } catch (const std::exception& error) {
+    std::cerr << "trainbench: unexpected failure: " << first_line(error.what()) << "\n";
+    return kUnexpectedFailure;
   }
   return context.exit_code;
 }

@@ -40,9 +40,9 @@ void add_compute_probe(CLI::App& probe) {
   command->add_option("--device", options->device, "auto (CUDA when available), cpu or cuda")
       ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   command->add_option("--threads", options->threads, "Compute threads (torch::set_num_threads)")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(thread_count());
   command->add_option("--seconds", options->seconds, "Timed seconds per row, after warm-up")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(number_above(0));
   output->add_to(command);
   command->callback([=] {
     const probes::ComputeProbeResult result = probes::run_compute_probe(*options, std::cout);
@@ -62,10 +62,10 @@ void add_storage_probe(CLI::App& probe, CommandContext& context) {
   reads->threads = all_cores();
   reads->files_max = 10000;
   command->add_option("--dir", reads->dir, "Dataset folder; every file under it, recursively, is a sample")->required();
-  command->add_option("--threads", reads->threads, "Reader threads")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--threads", reads->threads, "Reader threads")->capture_default_str()->check(whole_number(1, 1024));
   command->add_option("--files-max", reads->files_max, "Read a seeded random sample of at most this many files (0: all)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  command->add_option("--seed", reads->seed, "Seed of the read order")->capture_default_str();
+      ->capture_default_str()->check(whole_number(0));
+  command->add_option("--seed", reads->seed, "Seed of the read order")->capture_default_str()->check(whole_number(0));
   command->add_option("--checkpoint-size", *checkpoint_size, "Checkpoint size: bytes, or with K, M, G, T (powers of 1024)")
       ->capture_default_str();
   command->add_option("--checkpoint-dir", *checkpoint_dir, "Where the checkpoint is written (default: --dir); it is removed afterwards");
@@ -113,16 +113,16 @@ void add_comm_probe(CLI::App& probe, CommandContext& context) {
   auto check = std::make_shared<int>(1);
   command->add_option("-b,--minbytes", *min_text, "Smallest message size (bytes, or with K, M, G)")->capture_default_str();
   command->add_option("-e,--maxbytes", *max_text, "Largest message size")->capture_default_str();
-  command->add_option("-f,--stepfactor", options->factor, "Size multiplier between rows")->capture_default_str();
-  command->add_option("-n,--iters", options->iterations, "Timed iterations per size")->capture_default_str();
-  command->add_option("-w,--warmup_iters", options->warmup_iterations, "Untimed iterations per size")->capture_default_str();
+  command->add_option("-f,--stepfactor", options->factor, "Size multiplier between rows")->capture_default_str()->check(number_above(1));
+  command->add_option("-n,--iters", options->iterations, "Timed iterations per size")->capture_default_str()->check(whole_number(1));
+  command->add_option("-w,--warmup_iters", options->warmup_iterations, "Untimed iterations per size")->capture_default_str()->check(whole_number(0));
   command->add_option("-d,--datatype", options->dtype, "float, double or int32")->capture_default_str();
-  command->add_option("-c,--check", *check, "Check every result element (1) or not (0)")->capture_default_str();
+  command->add_option("-c,--check", *check, "Check every result element (1) or not (0)")->capture_default_str()->check(whole_number(0, 1));
   command->add_option("--ops", options->operations, "Operations to run, comma-separated")->delimiter(',')->capture_default_str();
   command->add_option("--device", options->device, "auto, cpu or cuda")->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  command->add_option("--threads", options->threads, "Compute threads per rank (local reductions)")->capture_default_str();
-  command->add_option("--comm-timeout", *timeout_seconds, "Seconds a collective may wait before failing")->capture_default_str();
+  command->add_option("--threads", options->threads, "Compute threads per rank (local reductions)")->capture_default_str()->check(thread_count());
+  command->add_option("--comm-timeout", *timeout_seconds, "Seconds a collective may wait before failing")->capture_default_str()->check(number_above(0));
   output->add_to(command);
   command->callback([=, &context] {
     options->min_bytes = static_cast<int64_t>(probes::parse_byte_size(*min_text, "--minbytes"));

@@ -72,18 +72,19 @@ struct WorkloadFlags {
     command->add_option("--data", data_dir, data_help);
     command->add_option("--data-root", data_root, "Where generated datasets are kept")->capture_default_str();
     command->add_option("--set", overrides, "Override a preset setting, key=value (repeatable)");
-    command->add_option("--threads", threads, "Compute threads (torch::set_num_threads)")->capture_default_str()
-        ->check(CLI::PositiveNumber);
+    command->add_option("--threads", threads, "Compute threads (torch::set_num_threads), at most the CPUs this process may use")
+        ->capture_default_str()->check(thread_count());
     command->add_option("--device", device, "Compute device: auto (CUDA when available), cpu or cuda")
         ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     command->add_flag("--skip-corrupt", skip_corrupt, "Skip unreadable images and count them in the log instead of failing");
     command->add_option("--comm-timeout", comm_timeout,
                         "With several ranks: seconds a collective may wait for a rank before the run aborts naming it")
-        ->capture_default_str()->check(CLI::PositiveNumber);
+        ->capture_default_str()->check(number_above(0));
   }
 
   // Resolves the dataset: --data, or the preset's generated dataset (made on first use).
   WorkloadSettings settings(const WorkloadEntry& entry, bool require_data) const {
+    for (const std::string& assignment : overrides) require_utf8("--set " + assignment.substr(0, assignment.find('=')), assignment);
     WorkloadSettings settings;
     settings.config = Config::from_presets(entry.name, entry.presets_json, preset, overrides);
     settings.threads = threads;
@@ -134,15 +135,18 @@ void print_run_summary(int run, const RunOptions& options, const RunOutcome& out
     rate = text;
   }
   std::printf("run %d (seed %lld): %s in %.3f minutes%s%s -> %s\n", run, static_cast<long long>(options.seed),
-              result.c_str(), outcome.minutes, progress.c_str(), rate.c_str(), options.result_path.c_str());
+              result.c_str(), outcome.minutes, progress.c_str(), rate.c_str(), outcome.result_path.c_str());
   if (outcome.time_split.total() > 0) std::printf("  timed region: %s\n", outcome.time_split.text().c_str());
 }
 
-// The first result_N.txt index not yet taken: repeated invocations add runs, never overwrite one.
-int first_free_result_index(const fs::path& dir) {
-  int index = 0;
-  while (fs::exists(dir / ("result_" + std::to_string(index) + ".txt"))) ++index;
-  return index;
+// A system name is a folder under --out and the log's submission_platform: one plain path component.
+void check_system_name(const std::string& name) {
+  if (name.empty() || name == "." || name == "..")
+    fail("--system '" + name + "'", "expected a name for the results folder, not empty, '.' or '..'");
+  for (const char c : name)
+    if (c == '/' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      fail("--system", "expected a single folder name without '/' or control characters (newline, tab)");
+  require_utf8("--system", name);
 }
 
 void add_run_command(CLI::App& app, CommandContext& context) {
@@ -151,16 +155,17 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   auto runs = std::make_shared<int>(1);
   auto out_dir = std::make_shared<std::string>("results");
   auto system = std::make_shared<std::string>(default_system_name());
-  auto seed = std::make_shared<int64_t>(-1);
+  auto seed = std::make_shared<int64_t>(0);
   auto submission = std::make_shared<SubmissionInfo>();
   auto echo_log = std::make_shared<bool>(false);
   auto quiet = std::make_shared<bool>(false);
   flags->add_to(command);
   command->add_option("--runs", *runs, "Number of runs (MLPerf: 5 for resnet); prints the olympic mean")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(whole_number(1));
   command->add_option("--out", *out_dir, "Results root: logs go to <out>/<system>/<benchmark>/result_N.txt")->capture_default_str();
   command->add_option("--system", *system, "System name (submission_platform, results folder)")->capture_default_str();
-  command->add_option("--seed", *seed, "Seed of the first run (run i uses seed+i); default: random");
+  auto* seed_option = command->add_option("--seed", *seed, "Seed of the first run (run i uses seed+i), 0 or more; default: random")
+                          ->check(whole_number(0, INT32_MAX));
   command->add_option("--org", submission->org, "submission_org")->capture_default_str();
   command->add_option("--division", submission->division, "submission_division")
       ->capture_default_str()->check(CLI::IsMember({"closed", "open"}));
@@ -169,14 +174,18 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->add_flag("--echo-log", *echo_log, "Also print the :::MLLOG lines to stdout");
   command->add_flag("--quiet", *quiet, "No progress line");
   command->callback([=, &context] {
+    check_system_name(*system);
+    require_utf8("--org", submission->org);
     const WorkloadEntry& entry = find_workload(flags->benchmark);
     WorkloadSettings settings = flags->settings(entry, true);
     const auto ranks = RankSession::join(flags->comm_timeout);
     settings.communicator = ranks->communicator();
     const bool lead = ranks->rank() == 0;  // only rank 0 writes logs and prints
     const fs::path result_dir = fs::path(*out_dir) / *system / entry.name;
-    const int first_index = lead ? first_free_result_index(result_dir) : 0;
-    std::vector<double> shared_seed{static_cast<double>(*seed >= 0 ? *seed : std::random_device{}() & 0x7fffffff)};
+    std::error_code cannot_create;
+    if (lead && !fs::create_directories(result_dir, cannot_create) && cannot_create)  // before any training
+      fail("--out " + *out_dir, "cannot create " + result_dir.string() + ": " + cannot_create.message());
+    std::vector<double> shared_seed{static_cast<double>(seed_option->count() > 0 ? *seed : std::random_device{}() & 0x7fffffff)};
     ranks->broadcast(shared_seed, 0);  // every rank must shuffle and augment alike
     const auto first_seed = static_cast<int64_t>(shared_seed[0]);
 
@@ -186,7 +195,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
       options.submission = *submission;
       options.submission.platform = *system;
       options.seed = first_seed + run;
-      options.result_path = (result_dir / ("result_" + std::to_string(first_index + run) + ".txt")).string();
+      options.result_dir = result_dir.string();  // each run reserves its own result_N.txt
       options.echo_log = *echo_log;
       options.show_progress = !*quiet;
       options.ranks = ranks.get();
@@ -226,8 +235,8 @@ void add_bench_command(CLI::App& app) {
   auto flags = std::make_shared<WorkloadFlags>();
   auto bench = std::make_shared<BenchSettings>();
   flags->add_to(command);
-  command->add_option("--steps", bench->steps, "Timed steps (median reported)")->capture_default_str()->check(CLI::PositiveNumber);
-  command->add_option("--warmup", bench->warmup_steps, "Untimed warm-up steps")->capture_default_str()->check(CLI::NonNegativeNumber);
+  command->add_option("--steps", bench->steps, "Timed steps (median reported)")->capture_default_str()->check(whole_number(1));
+  command->add_option("--warmup", bench->warmup_steps, "Untimed warm-up steps")->capture_default_str()->check(whole_number(0));
   auto peak_path = std::make_shared<std::string>();
   command->add_option("--peak", *peak_path, "A `trainbench probe compute --json` file: also print achieved FLOP/s as a share of its measured fp32 peak");
   command->add_option("--profile", bench->profile_path,
@@ -259,7 +268,7 @@ void add_data_command(CLI::App& app) {
       ->required();
   make->add_option("--out", *out, "Output directory (must not exist or be empty)")->required();
   make->add_option("--preset", *preset, "Preset whose dataset to generate")->capture_default_str();
-  make->add_option("--seed", *seed, "Dataset seed")->capture_default_str();
+  make->add_option("--seed", *seed, "Dataset seed")->capture_default_str()->check(whole_number(0));
   auto overrides = std::make_shared<std::vector<std::string>>();
   make->add_option("--set", *overrides, "Override a preset setting, e.g. dataset.train_per_class=100 (repeatable)");
   make->callback([=] {

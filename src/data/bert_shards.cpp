@@ -206,7 +206,10 @@ std::vector<std::string> list_bert_shards(const std::string& directory) {
   std::vector<std::string> files;
   for (const auto& entry : fs::directory_iterator(directory)) {
     const std::string extension = entry.path().extension().string();
-    if (entry.is_regular_file() && (extension == ".hdf5" || extension == ".h5")) files.push_back(entry.path().string());
+    if (extension != ".hdf5" && extension != ".h5") continue;
+    if (!entry.is_regular_file())
+      fail(entry.path().string(), "is named like a shard (.hdf5, .h5) but is not a regular file (a directory, a broken link?)");
+    files.push_back(entry.path().string());
   }
   if (files.empty()) fail(directory, "has no .hdf5 shard files");
   std::sort(files.begin(), files.end());

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -66,8 +67,11 @@ class PreparedWriter {
     if (!file_) fail(partial(), std::string("cannot open for writing: ") + std::strerror(errno));
     write(encode_header(0, table_sizes_));
   }
+  // Unfinished (an error, a full disk): no half-written file stays behind.
   ~PreparedWriter() {
-    if (file_) std::fclose(file_);
+    if (!file_) return;
+    std::fclose(file_);
+    std::remove(partial().c_str());
   }
 
   void add(const CriteoRow& row) {
@@ -175,11 +179,15 @@ bool CriteoDayReader::next(CriteoRow& row) {
     line_ += buffer;
     if (!line_.empty() && line_.back() == '\n') break;
   }
+  // zlib reports a gzip stream cut short (no end-of-stream block, no CRC and length trailer) as Z_BUF_ERROR
+  // and a wrong CRC as Z_DATA_ERROR; either may surface while the last (partial) line is returned.
+  // The whole file is then bad, wherever zlib noticed, so the error names the file, not a line.
+  int error = Z_OK;
+  std::string message = gzerror(file, &error);
+  if (message.rfind(path_ + ": ", 0) == 0) message.erase(0, path_.size() + 2);  // zlib prefixes the path
+  if (error == Z_BUF_ERROR) fail(path_, "truncated gzip file: it ends before the gzip end-of-stream marker and CRC");
+  if (error != Z_OK) fail(path_, "cannot read: " + message);
   if (!got_any) {
-    int error = Z_OK;
-    const char* message = gzerror(file, &error);
-    if (error != Z_OK && error != Z_BUF_ERROR)
-      fail(where(path_, line_number_ + 1), std::string("cannot read: ") + message);
     if (!gzeof(file)) fail(where(path_, line_number_ + 1), "cannot read (truncated gzip stream?)");
     return false;
   }
@@ -213,9 +221,25 @@ std::vector<std::string> find_day_files(const std::string& dir) {
 }
 
 PreparedCounts prepare_criteo(const std::string& in_dir, const std::string& out_dir,
-                              const std::vector<uint64_t>& table_sizes) {
+                              const std::vector<uint64_t>& table_sizes, int expected_days) {
   check_table_sizes(table_sizes, "table sizes");
   std::vector<std::string> days = find_day_files(in_dir);
+  // day_N must be the N-th file: a missing day would silently shrink the training set or make an earlier
+  // day the eval set.
+  std::string last = fs::path(days.back()).filename().string();
+  const int last_day = std::atoi(last.c_str() + 4);  // find_day_files checked the name: day_<N>[.gz]
+  const int day_count = std::max(expected_days, last_day + 1);
+  const int named_days = expected_days ? expected_days : day_count;
+  std::string expected = "day_0 .. day_" + std::to_string(named_days - 1) + ", plain or .gz";
+  if (expected_days) expected += ": the preset's " + std::to_string(expected_days) + " days";
+  for (int day = 0; day < day_count; ++day) {
+    const std::string name = "day_" + std::to_string(day);
+    std::string found = day < static_cast<int>(days.size()) ? fs::path(days[day]).filename().string() : "";
+    if (found.size() > 3 && found.compare(found.size() - 3, 3, ".gz") == 0) found.resize(found.size() - 3);
+    if (found != name) fail((fs::path(in_dir) / name).string(), "missing (expected " + expected + ")");
+  }
+  if (expected_days && static_cast<int>(days.size()) > expected_days)
+    fail(days[expected_days], "is not one of the preset's days (expected " + expected + ")");
   const std::string eval_day = days.back();
   days.pop_back();
   std::error_code ec;

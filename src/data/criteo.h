@@ -74,9 +74,10 @@ struct PreparedCounts {
 };
 
 // Writes out_dir/train.bin from every day file but the last and out_dir/eval.bin from the last (MLPerf
-// trains on days 0-22 and evaluates on day 23). Each file appears atomically.
+// trains on days 0-22 and evaluates on day 23). The days must be day_0 .. day_{N-1} with none missing, and
+// N = expected_days unless that is 0. Each file appears atomically; a failed one leaves no .partial.
 PreparedCounts prepare_criteo(const std::string& in_dir, const std::string& out_dir,
-                              const std::vector<uint64_t>& table_sizes);
+                              const std::vector<uint64_t>& table_sizes, int expected_days);
 
 // A prepared file: header validated on open.
 struct PreparedHeader {

@@ -16,10 +16,8 @@ namespace fs = std::filesystem;
 constexpr const char* kImageExtensions = ".JPEG/.jpeg/.jpg/.png";
 constexpr const char* kValSolutionName = "LOC_val_solution.csv";
 
-bool is_image_file(const fs::directory_entry& entry) {
-  std::error_code ec;
-  if (!entry.is_regular_file(ec)) return false;
-  std::string extension = entry.path().extension().string();
+bool named_like_image(const fs::path& path) {
+  std::string extension = path.extension().string();
   std::transform(extension.begin(), extension.end(), extension.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return extension == ".jpeg" || extension == ".jpg" || extension == ".png";
@@ -28,6 +26,14 @@ bool is_image_file(const fs::directory_entry& entry) {
 struct DirectoryListing {
   std::vector<fs::path> subdirectories;
   std::vector<fs::path> images;
+  std::vector<fs::path> not_files;  // named like images, but directories, sockets, broken links
+
+  // Where images are expected, something named like one that is not a file is an error, not a silent skip.
+  void require_image_files() const {
+    if (!not_files.empty())
+      fail(not_files.front().string(), std::string("is named like an image (") + kImageExtensions +
+                                           ") but is not a regular file (a directory, a broken link?)");
+  }
 };
 
 // Sorted by name (byte order, like Python's sorted()) so indexing never depends on readdir order.
@@ -38,11 +44,14 @@ DirectoryListing list_directory(const fs::path& directory) {
   if (ec) fail(directory.string(), "cannot list directory: " + ec.message());
   for (const auto& entry : it) {
     std::error_code type_ec;
-    if (entry.is_directory(type_ec))
-      listing.subdirectories.push_back(entry.path());
-    else if (is_image_file(entry))
+    const bool image_name = named_like_image(entry.path());
+    if (image_name && entry.is_regular_file(type_ec))
       listing.images.push_back(entry.path());
+    else if (image_name)
+      listing.not_files.push_back(entry.path());
+    if (entry.is_directory(type_ec)) listing.subdirectories.push_back(entry.path());
   }
+  std::sort(listing.not_files.begin(), listing.not_files.end());
   std::sort(listing.subdirectories.begin(), listing.subdirectories.end());
   std::sort(listing.images.begin(), listing.images.end());
   return listing;
@@ -55,6 +64,7 @@ void require_directory(const fs::path& directory, const std::string& what) {
 
 std::vector<ImageSample> class_directory_samples(const fs::path& directory, int64_t label) {
   const DirectoryListing listing = list_directory(directory);
+  listing.require_image_files();
   if (listing.images.empty())
     fail(directory.string(), std::string("no image files (") + kImageExtensions + ") in class directory");
   std::vector<ImageSample> samples;
@@ -136,6 +146,7 @@ ImageFolderIndex index_imagenet(const std::string& root_string) {
       index.val.insert(index.val.end(), samples.begin(), samples.end());
     }
   } else {
+    val_listing.require_image_files();
     if (val_listing.images.empty())
       fail(val_dir.string(), std::string("no images; expected val/<wnid>/*.JPEG or val/*.JPEG with ") +
                                  kValSolutionName);

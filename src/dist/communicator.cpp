@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <unistd.h>
 
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -24,6 +25,27 @@ namespace {
 
 const std::string kHeartbeatPrefix = "trainbench/heartbeat/";
 const std::string kFailurePrefix = "trainbench/failure/";
+// How long a store connection made to diagnose or report a failure may take.
+constexpr std::chrono::seconds kDiagnosisConnectTimeout{5};
+// After a failure is diagnosed, the process ends its log and exits within this margin, or is ended: a
+// partitioned node can leave threads blocked on peers that will never answer (docs/reliability.md).
+constexpr std::chrono::seconds kShutdownMargin{10};
+
+// Ends the process kShutdownMargin after a failure if it has not ended by then. The caller has the error
+// message already; the exit code is the one an Error gets.
+void arm_shutdown_watchdog(int rank, const std::string& explanation) {
+  static std::once_flag armed;
+  std::call_once(armed, [rank, explanation] {
+    std::thread([rank, explanation] {
+      std::this_thread::sleep_for(kShutdownMargin);
+      const std::string line = "trainbench: rank " + std::to_string(rank) + ": still not stopped " +
+                               std::to_string(kShutdownMargin.count()) + " s after a communication failure (" + explanation +
+                               "); exiting\n";
+      (void)!::write(STDERR_FILENO, line.data(), line.size());
+      ::_exit(2);
+    }).detach();
+  });
+}
 
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const RankEnvironment& env, bool server, std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions options;
@@ -67,6 +89,7 @@ struct Communicator::Backends {
   std::condition_variable stop_requested;
   bool stopping = false;
   std::atomic<bool> failed{false};
+  std::atomic<bool> store_unreachable{false};  // found while diagnosing: reporting to it would only wait
 };
 
 Communicator::Communicator(RankEnvironment env, CommunicatorOptions options)
@@ -114,14 +137,15 @@ std::shared_ptr<Communicator> Communicator::connect(const RankEnvironment& env, 
   const auto interval = options.heartbeat_interval;
   state->heartbeat = std::thread([state, rank, interval] {
     const std::string key = kHeartbeatPrefix + std::to_string(rank);
-    std::unique_lock<std::mutex> lock(state->mutex);
-    while (!state->stopping) {
+    for (;;) {
+      // Not under the mutex: across a network partition add() blocks, and stopping must not wait for it.
       try {
         state->heartbeat_store->add(key, 1);
       } catch (const std::exception&) {
         return;  // the store is gone (rank 0 ended); the next collective reports it
       }
-      state->stop_requested.wait_for(lock, interval, [state] { return state->stopping; });
+      std::unique_lock<std::mutex> lock(state->mutex);
+      if (state->stop_requested.wait_for(lock, interval, [state] { return state->stopping; })) return;
     }
   });
   communicator->backends_ = std::move(backends);
@@ -135,6 +159,14 @@ Communicator::~Communicator() {
     backends_->stopping = true;
   }
   backends_->stop_requested.notify_all();
+  if (backends_->failed) {
+    // After a failure the heartbeat may be blocked on a store that is gone, and destroying a process group
+    // waits for the collectives queued on it, each up to the timeout, on peers that may never answer (a
+    // network partition). The process is about to end: leave them to its exit rather than wait.
+    backends_->heartbeat.detach();
+    (void)backends_.release();
+    return;
+  }
   if (backends_->heartbeat.joinable()) backends_->heartbeat.join();
   // Rank 0 hosts the store: leaving first would cut the others off before their last barrier returns,
   // so every rank agrees to leave once they are all here — unless a rank already failed.
@@ -169,7 +201,7 @@ std::string Communicator::explain_failure(const std::string& transport_message) 
   try {
     // A fresh short-timeout connection: the shared ones may be mid-operation or broken.
     RankEnvironment env = env_;
-    auto store = connect_store(env, false, std::chrono::seconds(5));
+    auto store = connect_store(env, false, kDiagnosisConnectTimeout);
     std::vector<int64_t> before(env_.world);
     for (int rank = 0; rank < env_.world; ++rank) before[rank] = store->add(kHeartbeatPrefix + std::to_string(rank), 0);
     std::this_thread::sleep_for(options_.heartbeat_interval * 4);
@@ -185,18 +217,21 @@ std::string Communicator::explain_failure(const std::string& transport_message) 
       if (!finding.empty()) explanation += (explanation.empty() ? "" : "; ") + finding;
     }
   } catch (const std::exception&) {
+    backends_->store_unreachable = true;
     explanation = "rank 0, which hosts the rendezvous store at " + env_.master_addr + ":" + std::to_string(env_.master_port) +
-                  ", is unreachable (it died or hangs)";
+                  ", is unreachable (it died, hangs, or the network between us is down)";
   }
   if (explanation.empty()) explanation = "no other rank reported a failure";
+  arm_shutdown_watchdog(env_.rank, explanation);
   return explanation + " [rank " + std::to_string(env_.rank) + " saw: " + transport_message + "]";
 }
 
 void Communicator::report_failure(const std::string& reason) {
   if (!backends_) return;
   backends_->failed = true;
+  if (backends_->store_unreachable) return;  // the others learn of this rank from its silent heartbeat
   try {
-    auto store = connect_store(env_, false, std::chrono::seconds(5));
+    auto store = connect_store(env_, false, kDiagnosisConnectTimeout);
     store->set(kFailurePrefix + std::to_string(env_.rank), std::vector<uint8_t>(reason.begin(), reason.end()));
   } catch (const std::exception&) {
     // The store is gone too; the others learn of this rank from its silent heartbeat.

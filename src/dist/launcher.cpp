@@ -30,6 +30,7 @@ struct Rank {
   pid_t pid = -1;
   bool running = false;
   int status = 0;
+  int stopped_by = 0;  // the signal that stopped it (SIGSTOP, SIGTSTP, ...) while it is stopped, else 0
 };
 
 std::string describe_exit(int status) {
@@ -71,6 +72,16 @@ pid_t start_rank(const LaunchOptions& options, int local_rank, int port) {
 void signal_running(std::vector<Rank>& ranks, int signal_number) {
   for (auto& rank : ranks)
     if (rank.running) ::kill(rank.pid, signal_number);
+}
+
+// A stopped rank cannot notice anything: it gets SIGTERM at once and SIGCONT to act on it, rather than
+// the grace period the others get to stop on their own.
+void terminate_stopped(std::vector<Rank>& ranks) {
+  for (auto& rank : ranks) {
+    if (!rank.running || !rank.stopped_by) continue;
+    ::kill(rank.pid, SIGTERM);
+    ::kill(rank.pid, SIGCONT);
+  }
 }
 
 }  // namespace
@@ -126,20 +137,39 @@ int launch_ranks(const LaunchOptions& options, std::ostream& messages) {
   int forwarded_signal = 0;
   while (std::any_of(ranks.begin(), ranks.end(), [](const Rank& rank) { return rank.running; })) {
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
     const auto now = Clock::now();
     if (pid > 0) {
       for (auto& rank : ranks) {
         if (rank.pid != pid) continue;
+        if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+          rank.stopped_by = WIFSTOPPED(status) ? WSTOPSIG(status) : 0;
+          if (rank.stopped_by) messages << "launch: rank " << rank.rank << " (pid " << pid << ") was stopped by signal "
+                                        << rank.stopped_by << " (" << strsignal(rank.stopped_by) << ")" << std::endl;
+          if (rank.stopped_by && terminate_at) terminate_stopped(ranks);
+          continue;
+        }
         rank.running = false;
         rank.status = status;
         if (status != 0 && exit_code == 0) {
-          exit_code = exit_code_of(status);
-          first_failure = "rank " + std::to_string(rank.rank) + " (pid " + std::to_string(pid) + ") " + describe_exit(status);
+          // A rank that exits because a peer stopped answering is not the cause: the stopped peer is (its
+          // peers time out on it, the first of them exits, and it would otherwise be blamed).
+          const auto stopped = std::find_if(ranks.begin(), ranks.end(), [](const Rank& other) { return other.running && other.stopped_by; });
+          if (stopped != ranks.end()) {
+            exit_code = 128 + stopped->stopped_by;
+            first_failure = "rank " + std::to_string(stopped->rank) + " (pid " + std::to_string(stopped->pid) +
+                            ") was stopped by signal " + std::to_string(stopped->stopped_by) + " (" +
+                            strsignal(stopped->stopped_by) + ") and stopped answering; rank " + std::to_string(rank.rank) +
+                            " then " + describe_exit(status);
+          } else {
+            exit_code = exit_code_of(status);
+            first_failure = "rank " + std::to_string(rank.rank) + " (pid " + std::to_string(pid) + ") " + describe_exit(status);
+          }
           messages << "launch: " << first_failure << "; the other ranks have "
                    << std::chrono::duration_cast<std::chrono::seconds>(options.grace).count()
                    << " s to stop on their own" << std::endl;
           begin_shutdown(now);
+          terminate_stopped(ranks);
         }
       }
       continue;
@@ -148,11 +178,13 @@ int launch_ranks(const LaunchOptions& options, std::ostream& messages) {
       forwarded_signal = signal_number;
       messages << "launch: received signal " << signal_number << ", stopping the ranks" << std::endl;
       signal_running(ranks, SIGTERM);
+      terminate_stopped(ranks);
       begin_shutdown(now);
     }
     if (terminate_at && now >= *terminate_at && !kill_at) {
       messages << "launch: ranks still running after the grace period; terminating them" << std::endl;
       signal_running(ranks, SIGTERM);
+      terminate_stopped(ranks);
       kill_at = now + std::chrono::seconds(5);
     }
     if (kill_at && now >= *kill_at) signal_running(ranks, SIGKILL);

@@ -64,8 +64,13 @@ Config Config::from_presets(const std::string& workload, const std::string& pres
     // "dataset.train_per_class" names a setting inside a nested object.
     std::string pointer_text = "/" + key;
     std::replace(pointer_text.begin(), pointer_text.end(), '.', '/');
-    const nlohmann::json::json_pointer pointer(pointer_text);
-    if (!config.values_.contains(pointer)) fail("--set " + key, "not a setting of " + config.name_);
+    nlohmann::json::json_pointer pointer;
+    try {  // a key with '~' may not be a JSON pointer at all
+      pointer = nlohmann::json::json_pointer(pointer_text);
+      if (!config.values_.contains(pointer)) fail("--set " + key, "not a setting of " + config.name_);
+    } catch (const nlohmann::json::exception&) {
+      fail("--set " + key, "not a setting of " + config.name_);
+    }
     if (!same_kind(config.values_[pointer], value))
       fail("--set " + key, std::string("expected ") + type_name(config.values_[pointer]) + ", got " + type_name(value));
     config.values_[pointer] = value;
@@ -112,6 +117,22 @@ std::vector<int64_t> Config::integers(const std::string& key) const {
   if (!value.is_array() || result.size() != value.size())
     fail(name_ + ": " + key, "expected a list of integers");
   return result;
+}
+
+int64_t Config::integer_at_least(const std::string& key, int64_t minimum) const {
+  const int64_t value = integer(key);
+  if (value < minimum)
+    fail(name_ + ": " + key, "expected at least " + std::to_string(minimum) + ", got " + std::to_string(value));
+  return value;
+}
+
+std::vector<int64_t> Config::integers_at_least(const std::string& key, int64_t minimum) const {
+  const std::vector<int64_t> values = integers(key);
+  if (values.empty()) fail(name_ + ": " + key, "expected a list of at least one integer, got []");
+  for (const int64_t value : values)
+    if (value < minimum)
+      fail(name_ + ": " + key, "expected every value to be at least " + std::to_string(minimum) + ", got " + std::to_string(value));
+  return values;
 }
 
 std::vector<double> Config::numbers(const std::string& key) const {

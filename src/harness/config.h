@@ -33,6 +33,9 @@ class Config {
   std::string string(const std::string& key) const;
   std::vector<int64_t> integers(const std::string& key) const;
   std::vector<double> numbers(const std::string& key) const;
+  // Sizes and counts: each value at least `minimum`, and the list not empty; the error names the key.
+  int64_t integer_at_least(const std::string& key, int64_t minimum) const;
+  std::vector<int64_t> integers_at_least(const std::string& key, int64_t minimum) const;
 
  private:
   const nlohmann::json& at(const std::string& key) const;

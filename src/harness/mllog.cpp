@@ -41,23 +41,28 @@ std::string MlLogger::format_line(int64_t time_ms, EventType type, const std::st
   for (const auto& [name, item] : metadata.items()) meta[name] = item;
   record["metadata"] = std::move(meta);
   // mllog separates items with ", " and ": "; nlohmann's dump() is compact, so spell it out to match.
+  // Text that is not UTF-8 (a path, an error message quoting one) is written with U+FFFD in place of the
+  // bad bytes: a log line must never fail to be written.
+  const auto dump = [](const nlohmann::ordered_json& item) {
+    return item.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  };
   std::string text = ":::MLLOG {";
   bool first = true;
   for (const auto& [name, item] : record.items()) {
     if (!first) text += ", ";
     first = false;
-    text += nlohmann::json(name).dump() + ": ";
+    text += dump(name) + ": ";
     if (item.is_object()) {
       text += "{";
       bool first_meta = true;
       for (const auto& [meta_name, meta_item] : item.items()) {
         if (!first_meta) text += ", ";
         first_meta = false;
-        text += nlohmann::json(meta_name).dump() + ": " + meta_item.dump();
+        text += dump(meta_name) + ": " + dump(meta_item);
       }
       text += "}";
     } else {
-      text += item.dump();
+      text += dump(item);
     }
   }
   return text + "}\n";

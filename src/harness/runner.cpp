@@ -4,8 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <optional>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <unistd.h>
 
 #include "harness/interrupt.h"
@@ -116,6 +117,38 @@ class HarnessControl : public RunControl {
   int64_t block_samples_ = 0, total_samples_ = 0;
 };
 
+// Rank 0's result log. Lines wait in memory until open(), which reserves the file: a run refused while the
+// workload checks its input leaves nothing behind, and a run that got that far always commits.
+class ResultLog {
+ public:
+  explicit ResultLog(const RunOptions& options) : options_(options) {}
+
+  void write(const std::string& line) {
+    if (file_) file_->write(line);
+    else pending_ += line;
+    if (options_.echo_log) std::cout << line << std::flush;
+  }
+  void open() {
+    if (file_) return;
+    file_ = options_.result_dir.empty()
+                ? std::make_unique<AtomicFile>(options_.result_path, AtomicFile::Existing::kKeep)
+                : AtomicFile::reserve_numbered(options_.result_dir, "result_", ".txt");
+    file_->write(pending_);
+    pending_.clear();
+  }
+  // The committed path.
+  std::string commit() {
+    open();
+    file_->commit();
+    return file_->path();
+  }
+
+ private:
+  const RunOptions& options_;
+  std::string pending_;
+  std::unique_ptr<AtomicFile> file_;
+};
+
 // The log lines of one block's training: block_start, the block's throughput and mean loss summed over
 // ranks, and the values the workload reports per block.
 void train_block(Workload& workload, const Block& block, MlLogger& log, RankGroup& ranks, HarnessControl& control,
@@ -169,13 +202,11 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
   SingleRank single_rank;
   RankGroup& ranks = options.ranks ? *options.ranks : single_rank;
   const bool logging_rank = ranks.rank() == 0;
-  std::optional<AtomicFile> result;
-  if (logging_rank) result.emplace(options.result_path);
+  std::optional<ResultLog> result;
+  if (logging_rank) result.emplace(options);
   MlLogger log(
       [&](const std::string& line) {
-        if (!result) return;
-        result->write(line);
-        if (options.echo_log) std::cout << line << std::flush;
+        if (result) result->write(line);
       },
       clock);
 
@@ -192,7 +223,7 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     const int64_t stop_ms =
         dated_ms ? log.end_at(*dated_ms, "run_stop", nullptr, metadata) : log.end("run_stop", nullptr, metadata);
     outcome.minutes = clock_running ? (stop_ms - run_start_ms) / 60000.0 : 0;
-    if (result) result->commit();
+    if (result) outcome.result_path = result->commit();
   };
 
   // Submission fields, then untimed init.
@@ -219,8 +250,11 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
 
   InterruptGuard interrupt_guard;
   std::optional<ProgressLine> progress;
+  bool checking_input = true;  // an Error from build() or open_data() is bad input: no result
   try {
-    for (const std::string& tensor : workload.build())
+    const std::vector<std::string> initialized = workload.build();
+    checking_input = false;
+    for (const std::string& tensor : initialized)
       log.event("weights_initialization", nullptr, {{"tensor", tensor}});
     log.end("init_stop");
     if (const int signal_number = pending_interrupt()) throw RunInterrupted{signal_number};
@@ -231,6 +265,7 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     if (options.show_progress && logging_rank)
       progress.emplace(description.benchmark + " " + description.preset, description.schedule.unit,
                        description.sample_unit, options.progress_stream);
+    checking_input = true;
     const DataSummary data = workload.open_data();
     if (description.uses_dataset) {
       log.event("train_samples", data.train_samples);
@@ -239,6 +274,9 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     for (const auto& hyperparameter : data.derived_hyperparameters)
       log.event(hyperparameter.key, hyperparameter.value);
     const EvalSchedule schedule = data.schedule.value_or(description.schedule);
+    outcome.unit = schedule.unit;  // the summary speaks the unit of the schedule that ran
+    checking_input = false;
+    if (result) result->open();
 
     TimedParts parts;
     HarnessControl control(progress ? &*progress : nullptr, schedule.unit, data.train_samples, parts);
@@ -298,6 +336,11 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     outcome.converged = false;
     ranks.report_failure("interrupted by signal " + std::to_string(interrupt.signal_number));
     stop_clock("aborted", "interrupted by signal " + std::to_string(interrupt.signal_number));
+  } catch (const Error& error) {
+    if (progress) progress->finish();
+    ranks.report_failure(error.what());
+    if (!checking_input) stop_clock("aborted", error.what());
+    throw;
   } catch (const std::exception& error) {
     if (progress) progress->finish();
     outcome.converged = false;

@@ -21,7 +21,13 @@ struct SubmissionInfo {
 struct RunOptions {
   SubmissionInfo submission;
   int64_t seed = 0;
-  std::string result_path;  // result_N.txt; it grows as result_N.txt.partial until run_stop
+  // Where rank 0's log goes: the first free result_N.txt in `result_dir`, reserved atomically (any number of
+  // runs may share the folder), or, when result_dir is empty, exactly `result_path`, which must not exist.
+  // The log grows as <file>.partial from the first block on (lines before it are held in memory) and is
+  // committed at run_stop without replacing any file. A run refused for bad input while the workload builds
+  // or opens its data (a trainbench::Error before the first block) writes no file at all.
+  std::string result_dir;
+  std::string result_path;
   bool echo_log = false;    // also copy the :::MLLOG lines to stdout
   bool show_progress = true;
   std::FILE* progress_stream = stderr;
@@ -54,10 +60,12 @@ struct RunOutcome {
   QualityTarget target;
   double samples_per_second = 0;   // training samples over the whole timed region
   TimeSplit time_split;
+  std::string result_path;         // the committed log (rank 0), or empty when none was written
 };
 
 // Runs the lifecycle. An interruption or a failing workload still ends the log with run_stop "aborted"
-// and commits it; a workload error is rethrown after that so the caller can report it. With several ranks,
+// and commits it; a workload error is rethrown after that so the caller can report it (a trainbench::Error
+// while building or opening the data is bad input: rethrown with no log). With several ranks,
 // every rank calls this with the same workload settings; block throughput and loss are summed over ranks.
 RunOutcome run_benchmark(Workload& workload, const RunOptions& options,
                          MlLogger::Clock clock = MlLogger::system_clock_ms);

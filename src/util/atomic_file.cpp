@@ -2,22 +2,82 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "util/error.h"
 
 namespace trainbench {
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
-  const auto parent = std::filesystem::path(path_).parent_path();
+namespace {
+
+void create_parent_directories(const std::string& path) {
+  const auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) fail(parent.string(), "cannot create directory: " + ec.message());
-  file_ = std::fopen(partial_path().c_str(), "w");
+}
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+// Creates `partial` exclusively; null when the name is taken (by it or by the committed `path`).
+std::FILE* create_exclusively(const std::string& path, const std::string& partial) {
+  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == EEXIST) return nullptr;
+    fail(partial, std::string("cannot create: ") + std::strerror(errno));
+  }
+  // A writer may have committed `path` between our look and our create; its partial is gone then, so
+  // ours succeeded, and the committed file is what tells us the number is taken.
+  if (exists(path)) {
+    ::close(fd);
+    ::unlink(partial.c_str());
+    return nullptr;
+  }
+  return ::fdopen(fd, "w");
+}
+
+// rename() without replacing an existing `to`: renameat2(RENAME_NOREPLACE), or link + unlink where the file
+// system does not offer it (both fail with EEXIST when `to` exists).
+int rename_without_replacing(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS) return -1;
+  if (::link(from.c_str(), to.c_str()) != 0) return -1;
+  ::unlink(from.c_str());
+  return 0;
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string path, Existing existing) : path_(std::move(path)), existing_(existing) {
+  create_parent_directories(path_);
+  if (existing_ == Existing::kKeep) {
+    file_ = create_exclusively(path_, partial_path());
+    if (!file_) fail(path_, "already exists (or is being written by another run, as " + partial_path() + "); not replacing it");
+  } else {
+    file_ = std::fopen(partial_path().c_str(), "we");
+  }
   if (!file_) fail(partial_path(), std::string("cannot open for writing: ") + std::strerror(errno));
+}
+
+AtomicFile::AtomicFile(std::string path, Exclusive) : path_(std::move(path)), existing_(Existing::kKeep) {
+  file_ = create_exclusively(path_, partial_path());
+}
+
+std::unique_ptr<AtomicFile> AtomicFile::reserve_numbered(const std::string& dir, const std::string& prefix,
+                                                         const std::string& suffix) {
+  const std::string stem = (std::filesystem::path(dir) / prefix).string();
+  create_parent_directories(stem);
+  for (long index = 0;; ++index) {
+    const std::string path = stem + std::to_string(index) + suffix;
+    if (exists(path)) continue;
+    std::unique_ptr<AtomicFile> file(new AtomicFile(path, Exclusive{}));
+    if (file->file_) return file;
+  }
 }
 
 AtomicFile::~AtomicFile() {
@@ -33,9 +93,16 @@ void AtomicFile::write(const std::string& text) {
 void AtomicFile::commit() {
   if (!file_) return;
   const bool synced = std::fflush(file_) == 0 && ::fsync(fileno(file_)) == 0;
+  const int sync_errno = errno;
   std::fclose(file_);
   file_ = nullptr;
-  if (!synced) fail(partial_path(), std::string("cannot sync to disk: ") + std::strerror(errno));
+  if (!synced) fail(partial_path(), std::string("cannot sync to disk: ") + std::strerror(sync_errno));
+  if (existing_ == Existing::kKeep) {
+    if (rename_without_replacing(partial_path(), path_) != 0)
+      fail(path_, std::string("cannot move ") + partial_path() + " into place: " + std::strerror(errno) +
+                      " (the finished file stays at " + partial_path() + ")");
+    return;
+  }
   std::error_code ec;
   std::filesystem::rename(partial_path(), path_, ec);
   if (ec) fail(path_, "cannot move result into place: " + ec.message());

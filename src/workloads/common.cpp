@@ -25,7 +25,7 @@ std::shared_ptr<dist::Communicator> communicator_or_single(const WorkloadSetting
 }
 
 int64_t local_batch_size(const Config& config, const std::string& field, int world) {
-  const int64_t global = config.integer(field);
+  const int64_t global = config.integer_at_least(field, 1);
   if (global % world != 0)
     fail(config.name() + ": " + field, std::to_string(global) + " (the global batch) is not divisible by the " +
                                            std::to_string(world) + " ranks");

@@ -114,6 +114,10 @@ TEST(BertShards, ShardSetIndexesSamplesGloballyAcrossFiles) {
   EXPECT_EQ(batch.masked_lm_ids[2], 2000 * 0);
   EXPECT_EQ(batch.next_sentence_labels, (std::vector<int8_t>{0, 0, 0, 1}));
 
+  std::filesystem::create_directories(dir.path() / "part-00000.hdf5");  // a directory named like a shard
+  expect_error_mentions([&] { list_bert_shards(dir.path().string()); }, {"part-00000.hdf5", "is not a regular file"});
+  std::filesystem::remove(dir.path() / "part-00000.hdf5");
+
   write_bert_shard(dir / "part-3.hdf5", numbered_samples(9, 1, 8, 2));
   expect_error_mentions([&] { BertShardSet(list_bert_shards(dir.path().string())); }, {"part-3.hdf5", "sequence length 8"});
 }

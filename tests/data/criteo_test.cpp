@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "support/error_message.h"
+#include "util/atomic_file.h"
 
 namespace trainbench::data {
 namespace {
@@ -135,7 +136,7 @@ TEST_F(CriteoFiles, PreparedFilesRoundTripWithHashingAndTheLastDayAsEval) {
   write_plain("day_0", day0);
   write_gzip("day_1.gz", day1);
   const fs::path out = dir_ / "prepared";
-  const PreparedCounts counts = prepare_criteo(dir_.string(), out.string(), sizes(7));
+  const PreparedCounts counts = prepare_criteo(dir_.string(), out.string(), sizes(7), 2);
   EXPECT_EQ(counts.train_samples, 2);
   EXPECT_EQ(counts.eval_samples, 1);
   EXPECT_FALSE(fs::exists(out / "train.bin.partial"));
@@ -165,7 +166,7 @@ TEST_F(CriteoFiles, HeaderValidationRejectsForeignTruncatedAndMismatchedFiles) {
   write_plain("day_0", full_line() + "\n" + full_line() + "\n");
   write_plain("day_1", full_line() + "\n");
   const fs::path out = dir_ / "prepared";
-  prepare_criteo(dir_.string(), out.string(), sizes(5));
+  prepare_criteo(dir_.string(), out.string(), sizes(5), 2);
   const std::string train = (out / "train.bin").string();
 
   EXPECT_EQ(error_message([&] { CriteoBatchReader(train, {}, sizes(6)); }).find(train + ": was prepared with table sizes [5,5"),
@@ -193,7 +194,7 @@ TEST_F(CriteoFiles, ShardsSplitEachGlobalBatchDisjointlyAndShuffleBatchOrderPerE
   write_plain("day_0", text);
   write_plain("day_1", text);
   const fs::path out = dir_ / "prepared";
-  prepare_criteo(dir_.string(), out.string(), sizes(3));
+  prepare_criteo(dir_.string(), out.string(), sizes(3), 0);
   const auto sample_ids = [&](int rank, int world, bool drop_last, bool shuffle, int64_t epoch) {
     CriteoReaderOptions options;
     options.global_batch_size = 4;
@@ -229,6 +230,45 @@ TEST_F(CriteoFiles, ShardsSplitEachGlobalBatchDisjointlyAndShuffleBatchOrderPerE
     orders.insert(whole);
   }
   EXPECT_EQ(orders.size(), 2u);  // both orders of the two batches occur
+}
+
+// A .gz cut at a line boundary decompresses to whole lines; only the missing end-of-stream block and CRC
+// trailer tell, and they must (issue 18: such a file was prepared, smaller, with exit code 0).
+TEST_F(CriteoFiles, TruncatedGzipAndCorruptCrcAreErrorsNamingTheFile) {
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += full_line(i % 2) + "\n";
+  write_plain("day_0", text);
+  const std::string whole = read_file(write_gzip("day_1.gz", text));
+  const fs::path out = dir_ / "prepared";
+  for (const size_t cut : {whole.size() - 8, whole.size() - 4, whole.size() / 2}) {
+    write_plain("day_1.gz", whole.substr(0, cut));
+    const std::string message = error_message([&] { prepare_criteo(dir_.string(), out.string(), sizes(3), 2); });
+    EXPECT_EQ(message, (dir_ / "day_1.gz").string() + ": truncated gzip file: it ends before the gzip end-of-stream marker and CRC")
+        << cut;
+    EXPECT_FALSE(fs::exists(out / "eval.bin.partial"));
+  }
+  std::string bad_crc = whole;
+  bad_crc[bad_crc.size() - 6] ^= 0x55;  // inside the CRC32 of the trailer
+  write_plain("day_1.gz", bad_crc);
+  EXPECT_NE(error_message([&] { prepare_criteo(dir_.string(), out.string(), sizes(3), 2); }).find(": cannot read: incorrect data check"),
+            std::string::npos);
+  write_plain("day_1.gz", whole);
+  EXPECT_EQ(prepare_criteo(dir_.string(), out.string(), sizes(3), 2).eval_samples, 200);
+}
+
+TEST_F(CriteoFiles, PreparingNeedsEveryDayThePresetNames) {
+  write_plain("day_0", full_line() + "\n");
+  write_plain("day_2", full_line() + "\n");
+  write_plain("day_3", full_line() + "\n");
+  const fs::path out = dir_ / "prepared";
+  EXPECT_EQ(error_message([&] { prepare_criteo(dir_.string(), out.string(), sizes(3), 0); }),
+            (dir_ / "day_1").string() + ": missing (expected day_0 .. day_3, plain or .gz)");
+  write_plain("day_1", full_line() + "\n");
+  EXPECT_EQ(error_message([&] { prepare_criteo(dir_.string(), out.string(), sizes(3), 5); }),
+            (dir_ / "day_4").string() + ": missing (expected day_0 .. day_4, plain or .gz: the preset's 5 days)");
+  EXPECT_EQ(error_message([&] { prepare_criteo(dir_.string(), out.string(), sizes(3), 3); }),
+            (dir_ / "day_3").string() + ": is not one of the preset's days (expected day_0 .. day_2, plain or .gz: the preset's 3 days)");
+  EXPECT_EQ(prepare_criteo(dir_.string(), out.string(), sizes(3), 4).train_samples, 3);
 }
 
 TEST_F(CriteoFiles, DayFilesAreFoundInDayOrder) {

@@ -52,6 +52,22 @@ TEST(DataImageFolder, ClassesSortedAndTrainLabelled) {
   }
 }
 
+// Issue 18: a directory (or a broken link) named like an image used to be skipped without a word.
+TEST(DataImageFolder, SomethingNamedLikeAnImageThatIsNotAFileIsAnError) {
+  TempDir dir;
+  make_train_tree(dir);
+  touch(dir, "val/n01000000/v1.JPEG");
+  std::filesystem::create_directories(dir.path() / "train/n02000000/x.JPEG");
+  try {
+    index_imagenet(dir.path().string());
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()), (dir.path() / "train/n02000000/x.JPEG").string() +
+                                             ": is named like an image (.JPEG/.jpeg/.jpg/.png) but is not a regular file "
+                                             "(a directory, a broken link?)");
+  }
+}
+
 TEST(DataImageFolder, ValInClassDirectories) {
   TempDir dir;
   make_train_tree(dir);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "support/error_message.h"
+#include "support/fuzz_replay.h"
 
 namespace trainbench {
 namespace {
@@ -39,6 +40,19 @@ TEST(Config, LookupErrorsNameTheSetting) {
   EXPECT_NE(error_message([&] { config.integer("optimizer"); }).find("resnet/mini: optimizer: expected an integer, got a string"),
             std::string::npos);
   EXPECT_NE(error_message([&] { config.number("missing"); }).find("missing setting 'missing'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainbench
+
+// The config fuzz target's kept corpus (fuzz/corpus/config/): presets and --set lines.
+extern "C" int fuzz_config(const uint8_t* data, size_t size);
+
+namespace trainbench {
+namespace {
+
+TEST(ConfigFuzzCorpus, EveryInputIsAConfigOrANamedError) {
+  EXPECT_GT(testing::replay_fuzz_corpus(FUZZ_CORPUS_DIR "/config", fuzz_config), 10u);
 }
 
 }  // namespace

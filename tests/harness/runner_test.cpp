@@ -4,7 +4,11 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <set>
+#include <sys/wait.h>
 #include <thread>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -25,6 +29,7 @@ class ScriptedWorkload : public Workload {
   std::vector<std::string> calls;
   int interrupt_in_block = -1;
   bool fail_in_train = false;
+  std::function<void()> on_build, on_open_data;  // e.g. throw, as a workload refusing bad input does
   WorkloadDescription description = [] {
     WorkloadDescription description;
     description.benchmark = "resnet";
@@ -46,10 +51,12 @@ class ScriptedWorkload : public Workload {
   WorkloadDescription describe() const override { return description; }
   std::vector<std::string> build() override {
     calls.push_back("build");
+    if (on_build) on_build();
     return {"conv0_weight", "fc1_bias"};
   }
   DataSummary open_data() override {
     calls.push_back("open_data");
+    if (on_open_data) on_open_data();
     return data;
   }
   BlockReport train(const Block& block, RunControl& control) override {
@@ -230,6 +237,74 @@ std::vector<nlohmann::json> records_of(const std::vector<nlohmann::json>& record
   for (const auto& record : records)
     if (record["key"] == key) found.push_back(record);
   return found;
+}
+
+// Issue 18: a run refused for bad input (a setting the workload rejects, a missing dataset) is no run;
+// review would count a committed log as one.
+TEST_F(RunnerTest, BadInputWhileBuildingOrOpeningTheDataCommitsNoResult) {
+  for (const bool in_build : {true, false}) {
+    ScriptedWorkload workload;
+    const auto refuse = [] { fail("resnet/test: batch_size", "expected at least 1, got -5"); };
+    (in_build ? workload.on_build : workload.on_open_data) = refuse;
+    EXPECT_THROW(run_benchmark(workload, options_, ticking_clock()), Error);
+    EXPECT_FALSE(fs::exists(dir_)) << (in_build ? "build" : "open_data");
+  }
+}
+
+// Anything that is not a trainbench::Error (a LibTorch c10::Error, bad_alloc) still ends the log as
+// aborted, even during init, and reaches the caller.
+TEST_F(RunnerTest, AnUnexpectedFailureDuringInitStillCommitsAnAbortedLog) {
+  ScriptedWorkload workload;
+  workload.on_build = [] { throw std::runtime_error("Expected a non-empty list of stage widths"); };
+  EXPECT_THROW(run_benchmark(workload, options_, ticking_clock()), std::runtime_error);
+  const auto records = read_log(options_.result_path);
+  EXPECT_EQ(records.back()["metadata"]["status"], "aborted");
+  EXPECT_EQ(records.back()["metadata"]["error"], "Expected a non-empty list of stage widths");
+}
+
+TEST_F(RunnerTest, TextThatIsNotUtf8IsLoggedWithReplacementCharacters) {
+  ScriptedWorkload workload;
+  workload.on_open_data = [] { throw std::runtime_error("/data/\xff\xfe: cannot list"); };
+  EXPECT_THROW(run_benchmark(workload, options_, ticking_clock()), std::runtime_error);
+  EXPECT_EQ(read_log(options_.result_path).back()["metadata"]["error"], "/data/\uFFFD\uFFFD: cannot list");
+}
+
+// Any number of runs sharing one results folder each reserve their own result_N.txt and end with their own
+// complete log (issue 18: two runs took result_0 and wrote into the same partial file).
+TEST_F(RunnerTest, ConcurrentRunsIntoOneFolderEachCommitTheirOwnLog) {
+  for (const int runs : {2, 4, 8}) {
+    RunOptions options = options_;
+    options.result_dir = (dir_ / std::to_string(runs)).string();
+    std::vector<pid_t> children;
+    for (int run = 0; run < runs; ++run) {
+      const pid_t child = ::fork();
+      if (child == 0) {
+        ScriptedWorkload workload;
+        workload.metrics = {0.2, 0.5, 0.76};
+        workload.compute = std::chrono::milliseconds(5);
+        options.seed = run;
+        const RunOutcome outcome = run_benchmark(workload, options);
+        ::_exit(outcome.converged ? 0 : 1);
+      }
+      children.push_back(child);
+    }
+    for (const pid_t child : children) {
+      int status = 0;
+      ::waitpid(child, &status, 0);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    std::set<int64_t> seeds;
+    for (int index = 0; index < runs; ++index) {
+      const auto records = read_log((fs::path(options.result_dir) / ("result_" + std::to_string(index) + ".txt")).string());
+      EXPECT_EQ(records.front()["key"], "submission_benchmark");
+      EXPECT_EQ(records.back()["key"], "run_stop");
+      EXPECT_EQ(records.back()["metadata"]["status"], "success");
+      EXPECT_EQ(records_of(records, "seed").size(), 1u);
+      seeds.insert(records_of(records, "seed").at(0)["value"].get<int64_t>());
+    }
+    EXPECT_EQ(seeds.size(), static_cast<size_t>(runs)) << "a log holds another run's lines";
+    EXPECT_EQ(std::distance(fs::directory_iterator(options.result_dir), fs::directory_iterator()), runs);
+  }
 }
 
 TEST_F(RunnerTest, LogRecordsTheOverridesTheEffectiveConfigAndTheLibTorchBuild) {

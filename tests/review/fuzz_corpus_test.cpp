@@ -5,7 +5,10 @@
 #include <filesystem>
 
 #include "review/compliance.h"
+#include "support/fuzz_replay.h"
 #include "test_support.h"
+
+extern "C" int fuzz_system_description(const uint8_t* data, size_t size);
 
 namespace trainbench::review {
 namespace {
@@ -22,6 +25,10 @@ TEST(FuzzCorpus, EveryInputParsesAndChecksWithoutCrashing) {
       EXPECT_EQ(printable(finding.message, 100000), finding.message) << entry.path();
   }
   EXPECT_GT(inputs, 10u) << "the corpus is missing";
+}
+
+TEST(FuzzCorpus, EverySystemDescriptionIsCheckedWithPrintableFindings) {
+  EXPECT_GT(trainbench::testing::replay_fuzz_corpus(REVIEW_FUZZ_CORPUS_DIR "/../system_description", fuzz_system_description), 10u);
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 #include <zlib.h>
 
 #include <nlohmann/json.hpp>
@@ -76,6 +78,12 @@ void write_day(const std::string& path, int64_t samples, const CriteoSyntheticOp
   const std::string partial = path + ".partial";
   gzFile file = gzopen(partial.c_str(), options.gzip ? "wb6" : "wT");
   if (!file) fail(partial, std::string("cannot open for writing: ") + std::strerror(errno));
+  // A failed write (a full disk) names its reason and leaves no half-written day behind.
+  const auto write_failed = [&](const std::string& reason) {
+    if (file) gzclose(file);
+    std::remove(partial.c_str());
+    fail(partial, "write failed: " + reason);
+  };
   std::string line;
   char text[32];
   int64_t ids[kCriteoSparse];
@@ -111,10 +119,14 @@ void write_day(const std::string& path, int64_t samples, const CriteoSyntheticOp
     probabilities.push_back(static_cast<float>(probability));
     labels.push_back(static_cast<float>(label));
     line = std::to_string(label) + fields + '\n';
-    if (gzwrite(file, line.data(), static_cast<unsigned>(line.size())) != static_cast<int>(line.size()))
-      fail(partial, "write failed");
+    if (gzwrite(file, line.data(), static_cast<unsigned>(line.size())) != static_cast<int>(line.size())) {
+      int error = Z_OK;
+      const char* message = gzerror(file, &error);  // Z_ERRNO: the message is strerror's
+      write_failed(error == Z_ERRNO ? std::strerror(errno) : message);
+    }
   }
-  if (gzclose(file) != Z_OK) fail(partial, "write failed on close");
+  const gzFile closing = std::exchange(file, nullptr);
+  if (gzclose(closing) != Z_OK) write_failed(std::strerror(errno));
   std::error_code ec;
   fs::rename(partial, path, ec);
   if (ec) fail(path, "cannot move into place: " + ec.message());

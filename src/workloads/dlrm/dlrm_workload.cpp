@@ -184,8 +184,15 @@ class DlrmWorkload : public WorkloadBase {
   int64_t epoch_ = -1;
 };
 
+// The day files a preset trains and evaluates on: its generated set's, or `days` (24 for Criteo 1TB).
+int preset_days(const Config& config) {
+  if (config.values().contains("dataset"))
+    return static_cast<int>(Config(config.name() + ": dataset", config.values().at("dataset")).integer_at_least("days", 2));
+  return static_cast<int>(config.integer_at_least("days", 2));
+}
+
 void prepare_dataset(const Config& config, const std::string& in_dir, const std::string& out_dir) {
-  data::prepare_criteo(in_dir, out_dir, table_sizes(config));
+  data::prepare_criteo(in_dir, out_dir, table_sizes(config), preset_days(config));
 }
 
 // Generated day files in <out_dir>/days (with planted.json) and their prepared form in <out_dir>.

@@ -26,16 +26,23 @@ namespace {
 
 constexpr const char* kDataset = "an ImageNet-layout tree (train/ with a folder per class, val/)";
 
+// Every size is checked here, naming its setting, before LibTorch would reject it with a c10::Error.
 ResNetOptions model_options(const Config& config) {
+  const auto blocks_per_stage = config.integers_at_least("blocks_per_stage", 1);
+  const auto stage_widths = config.integers_at_least("stage_widths", 1);
+  if (blocks_per_stage.size() != stage_widths.size())
+    fail(config.name() + ": blocks_per_stage", "expected one block count per stage width (" +
+                                                   std::to_string(stage_widths.size()) + "), got " +
+                                                   std::to_string(blocks_per_stage.size()));
   return ResNetOptions()
-      .blocks_per_stage(config.integers("blocks_per_stage"))
-      .stage_widths(config.integers("stage_widths"))
-      .stem_width(config.integer("stem_width"))
-      .stem_kernel(config.integer("stem_kernel"))
-      .stem_stride(config.integer("stem_stride"))
+      .blocks_per_stage(blocks_per_stage)
+      .stage_widths(stage_widths)
+      .stem_width(config.integer_at_least("stem_width", 1))
+      .stem_kernel(config.integer_at_least("stem_kernel", 1))
+      .stem_stride(config.integer_at_least("stem_stride", 1))
       .stem_max_pool(config.boolean("stem_max_pool"))
-      .expansion(config.integer("expansion"))
-      .num_classes(config.integer("num_classes"));
+      .expansion(config.integer_at_least("expansion", 1))
+      .num_classes(config.integer_at_least("num_classes", 2));
 }
 
 bool uses_lars(const Config& config) {
@@ -50,15 +57,15 @@ data::ImageLoaderOptions loader_options(const Config& config, bool train, int64_
                                         const dist::Communicator& communicator) {
   data::ImageLoaderOptions options;
   options.mode = train ? data::LoaderMode::Train : data::LoaderMode::Eval;
-  options.crop_size = static_cast<int>(config.integer("image_size"));
-  options.resize_size = static_cast<int>(config.integer("eval_resize"));
+  options.crop_size = static_cast<int>(config.integer_at_least("image_size", 1));
+  options.resize_size = static_cast<int>(config.integer_at_least("eval_resize", 1));
   options.crop.min_scale = config.number("crop_min_scale");
   options.batch_size = local_batch_size(config, "batch_size", communicator.world());
   options.rank = communicator.rank();
   options.world = communicator.world();
   options.drop_last = train;
-  options.workers = static_cast<int>(config.integer("loader_threads"));
-  options.prefetch_batches = static_cast<int>(config.integer("prefetch_batches"));
+  options.workers = static_cast<int>(config.integer_at_least("loader_threads", 1));
+  options.prefetch_batches = static_cast<int>(config.integer_at_least("prefetch_batches", 1));
   options.seed = static_cast<uint64_t>(seed);
   options.skip_corrupt = skip_corrupt;
   return options;

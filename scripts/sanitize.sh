@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The torch-free layers' tests (util, data, harness: the parsers of user files, the result log, the run
+# lifecycle) under AddressSanitizer and UndefinedBehaviorSanitizer, in build-sanitize/. CI runs it after the
+# main test suite (scripts/test.sh). Measured without ccache: build 177 s user + 39 s sys, tests 34 s of CPU,
+# so about 2-2.5 minutes on 2 cores (docs/reliability.md). -O0: half the compile time of -O1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DTRAINBENCH_TORCH_FREE_ONLY=ON \
+  -DCMAKE_CXX_FLAGS="-O0 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+cmake --build build-sanitize -j"$(nproc)"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-sanitize --output-on-failure -j"$(nproc)"
+echo "sanitize.sh: $(( $(date +%s) - start )) s"

@@ -1,0 +1,105 @@
+// Flag checks shared by the commands (cli/commands.h).
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sched.h>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "util/error.h"
+
+namespace trainbench::cli {
+
+namespace {
+
+bool parse_whole(const std::string& text, int64_t& value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  value = std::strtoll(text.c_str(), &end, 10);
+  return errno == 0 && *end == '\0';
+}
+
+bool parse_number(const std::string& text, double& value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  value = std::strtod(text.c_str(), &end);
+  return errno == 0 && *end == '\0' && std::isfinite(value);
+}
+
+// "0", "1", "0.5": as a user would type the bound.
+std::string plain(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+}  // namespace
+
+CLI::Validator whole_number(int64_t minimum, int64_t maximum) {
+  std::string expected = "a whole number ";
+  if (maximum == INT64_MAX) expected += "of at least " + std::to_string(minimum);
+  else expected += "from " + std::to_string(minimum) + " to " + std::to_string(maximum);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        int64_t value = 0;
+        if (!parse_whole(text, value) || value < minimum || value > maximum) return "expected " + expected + ", got '" + text + "'";
+        return "";
+      },
+      "", "whole number");
+}
+
+CLI::Validator number_above(double minimum) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = 0;
+        if (!parse_number(text, value) || !(value > minimum))
+          return "expected a number above " + plain(minimum) + ", got '" + text + "'";
+        return "";
+      },
+      "", "number");
+}
+
+CLI::Validator number_at_least(double minimum) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = 0;
+        if (!parse_number(text, value) || value < minimum)
+          return "expected a number of at least " + plain(minimum) + ", got '" + text + "'";
+        return "";
+      },
+      "", "number");
+}
+
+void require_utf8(const std::string& flag, const std::string& value) {
+  try {
+    (void)nlohmann::json(value).dump();
+  } catch (const nlohmann::json::type_error&) {
+    fail(flag, "not valid UTF-8 text (it is written into the JSON log)");
+  }
+}
+
+int usable_cpus() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+CLI::Validator thread_count() {
+  const int cpus = usable_cpus();
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        int64_t value = 0;
+        if (!parse_whole(text, value) || value < 1) return "expected a whole number of at least 1, got '" + text + "'";
+        if (value > cpus)
+          return "at most " + std::to_string(cpus) + " on this machine (the CPUs this process may run on), got " + text;
+        return "";
+      },
+      "", "threads");
+}
+
+}  // namespace trainbench::cli
