@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The torch-free layers' tests (util, data, harness: the parsers of user files, the result log, the run
+# The torch-free layers' tests (util, data, go, harness: the parsers of user files, the Go rules, the result log, the run
 # lifecycle) under AddressSanitizer and UndefinedBehaviorSanitizer, in build-sanitize/. CI runs it after the
 # main test suite (scripts/test.sh). Measured without ccache: build 177 s user + 39 s sys, tests 34 s of CPU,
 # so about 2-2.5 minutes on 2 cores (docs/reliability.md). -O0: half the compile time of -O1.

@@ -55,19 +55,19 @@ TEST_F(CliTest, HelpTextsListTheRegisteredBenchmarks) {
   for (const char* command : {"run --help", "bench --help", "data make --help"}) {
     const Result help = run(command);
     EXPECT_EQ(help.exit_code, 0) << command;
-    for (const char* benchmark : {"resnet", "bert", "dlrm", "unet3d"}) {
+    for (const char* benchmark : {"resnet", "ssd", "unet3d", "rnnt", "bert", "dlrm", "minigo"}) {
       EXPECT_NE(help.output.find(benchmark), std::string::npos) << command << " omits " << benchmark;
       EXPECT_NE(listing.output.find(std::string(benchmark) + " "), std::string::npos) << "benchmarks omits " << benchmark;
     }
   }
   const Result prepare = run("data prepare --help");
-  EXPECT_NE(prepare.output.find("Benchmark (dlrm, unet3d)"), std::string::npos) << prepare.output;
+  EXPECT_NE(prepare.output.find("Benchmark (unet3d, rnnt, dlrm)"), std::string::npos) << prepare.output;
 }
 
 TEST_F(CliTest, BadInputGetsAClearErrorAndExitCode2) {
   Result result = run("run imagenet");
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_NE(result.output.find("benchmark 'imagenet': unknown (expected one of: resnet, bert, dlrm, unet3d)"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("benchmark 'imagenet': unknown (expected one of: resnet, ssd, unet3d, rnnt, bert, dlrm, minigo)"), std::string::npos) << result.output;
 
   result = run("run resnet --preset huge");
   EXPECT_EQ(result.exit_code, 2);

@@ -59,14 +59,25 @@ TEST(LossMeter, AveragesTheStepsAndNamesTheStepThatDiverged) {
   EXPECT_EQ(testing::error_message([&] { losses.add(NAN, 3); }), "fake/mini: training diverged (loss nan at step 3)");
 }
 
-TEST(BenchRun, TimesTheMedianStepAndPrintsOneTrainingLine) {
+// One CPU thread and a batch of 8; `steps` timed steps after one warm-up step.
+WorkloadSettings cpu_bench_workload() {
   WorkloadSettings settings;
   settings.config = config_with(0.5);
   settings.device = "cpu";
   settings.threads = 1;
+  return settings;
+}
+
+BenchSettings bench_steps(int64_t steps) {
   BenchSettings bench;
-  bench.steps = 3;
+  bench.steps = steps;
   bench.warmup_steps = 1;
+  return bench;
+}
+
+TEST(BenchRun, TimesTheMedianStepAndPrintsOneTrainingLine) {
+  const WorkloadSettings settings = cpu_bench_workload();
+  const BenchSettings bench = bench_steps(3);
   BenchRun run(settings, bench);
   EXPECT_EQ(run.global_batch, 8);
   EXPECT_EQ(run.local_batch, 8);
@@ -81,13 +92,8 @@ TEST(BenchRun, TimesTheMedianStepAndPrintsOneTrainingLine) {
 }
 
 TEST(BenchRun, ProfilesAsManyMoreStepsIntoAChromeTraceAndAnOperatorTable) {
-  WorkloadSettings settings;
-  settings.config = config_with(0.5);
-  settings.device = "cpu";
-  settings.threads = 1;
-  BenchSettings bench;
-  bench.steps = 2;
-  bench.warmup_steps = 1;
+  const WorkloadSettings settings = cpu_bench_workload();
+  BenchSettings bench = bench_steps(2);
   const auto trace = std::filesystem::temp_directory_path() / ("trainbench_profile_" + std::to_string(::getpid()) + ".json");
   bench.profile_path = trace.string();
   BenchRun run(settings, bench);
