@@ -1,5 +1,5 @@
 #pragma once
-// The worker pool behind the threaded loaders (image_loader.h, detection/detection_loader.h): worker threads
+// The worker pool behind the threaded loaders (image_loader.h, detection/detection_loader.h, speech/loader.h): worker threads
 // each build whole batches with the loader's builder, at most `prefetch_batches` ahead of the consumer, and
 // next() hands them out strictly in index order. Which thread built a batch never matters: builders derive
 // everything random from the batch index, so output is reproducible with any number of workers.

@@ -67,41 +67,39 @@ std::vector<std::vector<int64_t>> sequential_batches(int64_t begin, int64_t end,
 
 SpeechLoader::SpeechLoader(std::vector<Utterance> utterances, std::vector<std::vector<int>> tokens,
                            const FeatureOptions& features, const SpeechLoaderOptions& options)
-    : utterances_(std::move(utterances)), tokens_(std::move(tokens)), pipeline_(features), options_(options) {
+    : utterances_(std::move(utterances)),
+      tokens_(std::move(tokens)),
+      pipeline_(features),
+      options_(options),
+      workers_(options.workers, options.prefetch_batches) {
   if (tokens_.size() != utterances_.size()) fail("SpeechLoader", "one token list per utterance expected");
   if (options_.workers < 1 || options_.prefetch_batches < 1) fail("SpeechLoader", "workers and prefetch_batches must be positive");
 }
 
-SpeechLoader::~SpeechLoader() { stop_workers(); }
-
-void SpeechLoader::stop_workers() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  room_available_.notify_all();
-  for (auto& worker : workers_) worker.join();
-  workers_.clear();
-}
-
 void SpeechLoader::start(std::vector<std::vector<int64_t>> batches, int64_t epoch) {
-  stop_workers();
+  workers_.stop();  // before the batches its workers read are replaced
   batches_ = std::move(batches);
-  epoch_ = epoch;
-  next_to_build_ = next_to_return_ = 0;
-  slots_.assign(static_cast<size_t>(options_.prefetch_batches), Slot{});
-  stopping_ = false;
-  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  workers_.start(static_cast<int64_t>(batches_.size()), [this, epoch](int64_t index, const std::atomic<bool>& stopping) {
+    return build(batches_[static_cast<size_t>(index)], epoch, index, stopping);
+  });
 }
+
+std::optional<SpeechBatch> SpeechLoader::next() { return workers_.next(); }
 
 SpeechBatch SpeechLoader::build(const std::vector<int64_t>& batch, int64_t epoch, int64_t batch_index) const {
+  const std::atomic<bool> never_stopping{false};
+  return build(batch, epoch, batch_index, never_stopping);
+}
+
+SpeechBatch SpeechLoader::build(const std::vector<int64_t>& batch, int64_t epoch, int64_t batch_index,
+                                const std::atomic<bool>& stopping) const {
   SpeechBatch out;
   out.size = static_cast<int64_t>(batch.size());
   out.utterances = batch;
   out.feature_dims = pipeline_.options().output_dims();
   std::vector<FeatureMatrix> features;
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (stopping_) return out;
+    if (stopping) return out;
     const Utterance& utterance = utterances_.at(static_cast<size_t>(batch[i]));
     data::Rng rng(data::mix_seed(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(batch_index), i));
     Audio audio = read_audio(utterance.audio_path, pipeline_.options().sample_rate);
@@ -119,47 +117,6 @@ SpeechBatch SpeechLoader::build(const std::vector<int64_t>& batch, int64_t epoch
     out.token_counts.push_back(static_cast<int64_t>(tokens.size()));
   }
   return out;
-}
-
-void SpeechLoader::worker_loop() {
-  while (true) {
-    int64_t index;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      room_available_.wait(lock, [&] {
-        return stopping_ || (next_to_build_ < static_cast<int64_t>(batches_.size()) &&
-                             next_to_build_ < next_to_return_ + options_.prefetch_batches);
-      });
-      if (stopping_) return;
-      index = next_to_build_++;
-    }
-    Slot slot;
-    try {
-      slot.batch = build(batches_[static_cast<size_t>(index)], epoch_, index);
-    } catch (...) {
-      slot.error = std::current_exception();
-    }
-    slot.ready = true;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      slots_[static_cast<size_t>(index % options_.prefetch_batches)] = std::move(slot);
-    }
-    batch_ready_.notify_all();
-  }
-}
-
-std::optional<SpeechBatch> SpeechLoader::next() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (next_to_return_ >= static_cast<int64_t>(batches_.size())) return std::nullopt;
-  Slot& slot = slots_[static_cast<size_t>(next_to_return_ % options_.prefetch_batches)];
-  batch_ready_.wait(lock, [&] { return slot.ready; });
-  Slot taken = std::move(slot);
-  slot = Slot{};
-  ++next_to_return_;
-  lock.unlock();
-  room_available_.notify_all();
-  if (taken.error) std::rethrow_exception(taken.error);
-  return std::move(taken.batch);
 }
 
 }  // namespace trainbench::speech

@@ -4,14 +4,11 @@
 // Randomness derives from (seed, epoch, batch, position), never from thread timing, so a run is reproducible
 // with any number of workers.
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <exception>
-#include <mutex>
 #include <optional>
-#include <thread>
 #include <vector>
 
+#include "data/batch_pipeline.h"
 #include "speech/features.h"
 #include "speech/librispeech.h"
 
@@ -51,9 +48,6 @@ class SpeechLoader {
   // tokens[i] are utterance i's transcript tokens.
   SpeechLoader(std::vector<Utterance> utterances, std::vector<std::vector<int>> tokens, const FeatureOptions& features,
                const SpeechLoaderOptions& options);
-  ~SpeechLoader();
-  SpeechLoader(const SpeechLoader&) = delete;
-  SpeechLoader& operator=(const SpeechLoader&) = delete;
 
   // Abandons the current pass and starts building `batches` (utterance indices) for `epoch`.
   void start(std::vector<std::vector<int64_t>> batches, int64_t epoch);
@@ -66,26 +60,16 @@ class SpeechLoader {
   SpeechBatch build(const std::vector<int64_t>& batch, int64_t epoch, int64_t batch_index) const;
 
  private:
-  struct Slot {
-    bool ready = false;
-    SpeechBatch batch;
-    std::exception_ptr error;
-  };
-  void stop_workers();
-  void worker_loop();
+  // As build(), returning early (a partial batch) once `stopping` is set.
+  SpeechBatch build(const std::vector<int64_t>& batch, int64_t epoch, int64_t batch_index,
+                    const std::atomic<bool>& stopping) const;
 
   const std::vector<Utterance> utterances_;
   const std::vector<std::vector<int>> tokens_;
   const FeaturePipeline pipeline_;
   const SpeechLoaderOptions options_;
   std::vector<std::vector<int64_t>> batches_;
-  int64_t epoch_ = 0;
-  std::mutex mutex_;
-  std::condition_variable room_available_, batch_ready_;
-  std::atomic<bool> stopping_{false};
-  int64_t next_to_build_ = 0, next_to_return_ = 0;
-  std::vector<Slot> slots_;
-  std::vector<std::thread> workers_;
+  data::BatchPipeline<SpeechBatch> workers_;
 };
 
 }  // namespace trainbench::speech
