@@ -94,7 +94,8 @@ constexpr std::array<float, 3> kRcnnPixelMeanBgr{102.9801f, 115.9465f, 122.7717f
 // Transforms, per image: resize to rcnn_resized_size (bilinear as PIL resizes, i.e. a triangle filter widened
 // when shrinking; PIL rounds the result to 8 bits, this keeps the float), boxes and polygon coordinates scaled
 // by (new_w / old_w, new_h / old_h) as BoxList.resize and Polygons.resize do (inclusive coordinates are
-// multiplied, not their +1 edges); train only, with flip_probability: mirror the image, boxes
+// multiplied, not their +1 edges, and not clipped again: shrinking moves x2 = W0 - 1 to W - W / W0, so a box
+// at the right or bottom edge may reach up to 1 px past W - 1, and a flipped one below 0); train only, with flip_probability: mirror the image, boxes
 // x1' = W - x2 - 1, x2' = W - x1 - 1 and polygons x' = W - x - 1 (FLIP_LEFT_RIGHT, TO_REMOVE = 1) with W the
 // resized width. The batch's padded size is the largest resized height and width rounded up to a multiple
 // of size_divisibility (to_image_list).
