@@ -91,8 +91,9 @@ constexpr std::array<float, 3> kRcnnPixelMeanBgr{102.9801f, 115.9465f, 122.7717f
 // workers; a worker's Error (a corrupt image, an image whose size differs from the annotation file) is
 // rethrown by next().
 //
-// Transforms, per image: resize to rcnn_resized_size (bilinear as PIL resizes, i.e. a triangle filter widened
-// when shrinking; PIL rounds the result to 8 bits, this keeps the float), boxes and polygon coordinates scaled
+// Transforms, per image: resize to rcnn_resized_size (torchvision's Resize on a PIL image is PIL's bilinear
+// filter: a triangle widened when shrinking, as data::resize_normalize does; PIL rounds to 8 bits after each
+// pass and this keeps floats, so pixels differ from it by less than one level, mean about 0.3), boxes and polygon coordinates scaled
 // by (new_w / old_w, new_h / old_h) as BoxList.resize and Polygons.resize do (inclusive coordinates are
 // multiplied, not their +1 edges, and not clipped again: shrinking moves x2 = W0 - 1 to W - W / W0, so a box
 // at the right or bottom edge may reach up to 1 px past W - 1, and a flipped one below 0); train only, with flip_probability: mirror the image, boxes

@@ -51,12 +51,13 @@ void write_file(const fs::path& path, const std::string& text) {
   out << text;
 }
 
-// A width x height PNG whose left half is `left` and right half `right` (RGB).
-void write_png(const fs::path& path, int width, int height, std::array<uint8_t, 3> left, std::array<uint8_t, 3> right) {
+// A width x height PNG whose left (or, with `rows`, top) half is `first` and the other half `second` (RGB).
+void write_png(const fs::path& path, int width, int height, std::array<uint8_t, 3> first, std::array<uint8_t, 3> second,
+               bool rows = false) {
   data::Image image{width, height, {}};
   for (int y = 0; y < height; ++y)
     for (int x = 0; x < width; ++x) {
-      const auto& colour = x < width / 2 ? left : right;
+      const auto& colour = (rows ? y < height / 2 : x < width / 2) ? first : second;
       image.rgb.insert(image.rgb.end(), colour.begin(), colour.end());
     }
   const std::vector<uint8_t> bytes = data::encode_png(image);
@@ -70,7 +71,7 @@ class RcnnFixture : public ::testing::Test {
     fs::remove_all(root_);
     fs::create_directories(root_ / "images");
     write_png(root_ / "images/wide.png", 40, 30, {10, 20, 30}, {200, 100, 50});
-    write_png(root_ / "images/tall.png", 30, 40, {10, 20, 30}, {10, 20, 30});
+    write_png(root_ / "images/tall.png", 30, 40, {10, 20, 30}, {0, 255, 0}, true);
     write_png(root_ / "images/square.png", 30, 30, {10, 20, 30}, {10, 20, 30});
     write_png(root_ / "images/flat.png", 30, 20, {10, 20, 30}, {10, 20, 30});
     // Images in file order 7, 3, 5, 1. Categories 9 then 3: category 3 is label 2.
@@ -251,11 +252,17 @@ TEST_F(RcnnFixture, MixedBatchPadsToTheLargestSides) {
   EXPECT_EQ(batches[0].padded_width, 64);
   EXPECT_EQ(batches[0].padded_height, 64);
   EXPECT_EQ(batches[0].images.size(), size_t(3 * 3 * 64 * 64));
-  // The tall image (second): its pixels up to row 43, zeros from column 33 and row 44.
+  // The tall image (second): RGB (10, 20, 30) above (0, 255, 0), its pixels up to row 43 and column 32,
+  // zeros from column 33 and row 44.
   const float* tall = batches[0].images.data() + 3 * 64 * 64;
-  EXPECT_NEAR(tall[43 * 64 + 32], 30 - 102.9801f, 1e-3);
+  const size_t green = 64 * 64;
+  EXPECT_NEAR(tall[0 * 64 + 32], 30 - 102.9801f, 1e-3);
+  EXPECT_NEAR(tall[green + 0 * 64 + 32], 20 - 115.9465f, 1e-3);
+  EXPECT_NEAR(tall[43 * 64 + 32], 0 - 102.9801f, 1e-3);
+  EXPECT_NEAR(tall[green + 43 * 64 + 0], 255 - 115.9465f, 1e-3);
   EXPECT_EQ(tall[43 * 64 + 33], 0.0f);
   EXPECT_EQ(tall[44 * 64 + 0], 0.0f);
+  EXPECT_EQ(tall[green + 44 * 64 + 5], 0.0f);
   options.size_divisibility = 0;
   RcnnLoader unpadded(samples_of({"wide", "tall", "flat"}), options);
   const std::vector<RcnnBatch> tight = epoch(unpadded, 0);
