@@ -48,7 +48,9 @@ struct RcnnSample {
 // - A polygon with an odd number of coordinates or fewer than 3 points (6 numbers) in a non-crowd
 //   annotation is an Error naming the file, the annotation's index and id, and the polygon: the reference
 //   has no check and pycocotools later misreads such a polygon (4 numbers as a box) or throws.
-// Labels are 1..C in set.category_ids order, as the reference's json_category_id_to_contiguous_id.
+// Labels are 1..C in set.category_ids order, as the reference's json_category_id_to_contiguous_id. Images come
+// in the file's order; the reference sorts them by id, which changes only where the training shuffle starts
+// from and nothing the evaluator computes.
 std::vector<RcnnSample> rcnn_samples(const CocoDetectionSet& set, bool training);
 
 // The reference's Resize(min_size, max_size).get_size: (width, height) of the resized image. The short side
