@@ -114,7 +114,7 @@ constexpr std::array<float, 3> kRcnnPixelMeanBgr{102.9801f, 115.9465f, 122.7717f
 // with full batches; without drop_last (eval) they are kept, and a rank whose share of a partial global batch
 // is empty skips it. The reference groups each rank's DistributedSampler share separately and lets its
 // iteration-based sampler hide the unequal batch counts; grouping the whole epoch once keeps the ranks in
-// step instead.
+// step instead. The reference groups its test batches too (moot at its TEST.IMS_PER_BATCH of 1).
 class RcnnLoader {
  public:
   RcnnLoader(std::vector<RcnnSample> samples, const RcnnLoaderOptions& options);
