@@ -41,102 +41,101 @@ const std::vector<std::array<double, 2>> kAnchorLevels = {{4, 32}, {8, 64}, {16,
 const std::vector<std::array<int64_t, 2>> kAnchorFeatureSizes = {{5, 7}, {3, 4}, {2, 2}, {1, 2}, {1, 1},
                                                                  {3, 2}, {1, 1}};
 
-// The inputs of every comparison with python, and python's results, made once for the whole file.
-class RcnnReference : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    torch::manual_seed(11);
-    inputs_.insert("features", torch::randn({2, 3, 13, 17}));
-    // Random RoIs over and around the 34 x 26 px image (scale 0.5), then hand-picked ones: the whole image, boxes
-    // on and past every border, fully outside, zero-size, zero-width, tiny, and far larger than the image.
-    const auto corner = torch::rand({20, 2}) * torch::tensor({44.0f, 34.0f}) - 6;
-    const auto random_boxes = torch::cat({corner, corner + torch::rand({20, 2}) * 20}, 1);
-    const auto special_boxes = rows_of_four({0, 0, 33, 25,    0, 0, 34, 26,    -4, -4, 3, 3,     30, 20, 40, 30,
-                                             50, 50, 60, 60,  5, 5, 5, 5,      7, 3, 7, 9,       12.2f, 8.7f, 12.9f, 9.1f,
-                                             -20, -20, 60, 50, -2.5f, 10, 1, 14});
-    const auto boxes = torch::cat({random_boxes, special_boxes});
-    const auto batch = torch::randint(0, 2, {boxes.size(0), 1}).to(torch::kFloat32);
-    inputs_.insert("rois", torch::cat({batch, boxes}, 1));
-    std::vector<double> configs;
-    for (size_t i = 0; i < kRoiConfigs.size(); ++i) {
-      configs.insert(configs.end(), kRoiConfigs[i].begin(), kRoiConfigs[i].end());
-      inputs_.insert("roi_grad_output." + std::to_string(i),
-                     torch::randn({boxes.size(0), 3, static_cast<int64_t>(kRoiConfigs[i][1]),
-                                   static_cast<int64_t>(kRoiConfigs[i][2])}));
-    }
-    inputs_.insert("roi_configs", torch::tensor(configs, torch::kFloat64).view({-1, 5}));
-
-    inputs_.insert("anchor_ratios", torch::tensor(kAnchorRatios, torch::kFloat64));
-    std::vector<double> levels;
-    std::vector<int64_t> sizes;
-    for (size_t i = 0; i < kAnchorLevels.size(); ++i) {
-      levels.insert(levels.end(), kAnchorLevels[i].begin(), kAnchorLevels[i].end());
-      sizes.insert(sizes.end(), kAnchorFeatureSizes[i].begin(), kAnchorFeatureSizes[i].end());
-    }
-    inputs_.insert("anchor_levels", torch::tensor(levels, torch::kFloat64).view({-1, 2}));
-    inputs_.insert("anchor_feature_sizes", torch::tensor(sizes).view({-1, 2}));
-
-    // Box coder: proposals and targets of 1 to 120 px, deltas with some dw/dh past the clamp (log(1000/16) = 4.14
-    // with weights 1; 20.7 with weights 5).
-    const auto proposal_corner = torch::rand({64, 2}) * 200;
-    inputs_.insert("coder_proposals", torch::cat({proposal_corner, proposal_corner + torch::rand({64, 2}) * 119}, 1));
-    const auto target_corner = proposal_corner + torch::randn({64, 2}) * 10;
-    inputs_.insert("coder_targets", torch::cat({target_corner, target_corner + torch::rand({64, 2}) * 119}, 1));
-    auto deltas = torch::randn({64, 8});
-    deltas.index_put_({torch::indexing::Slice(0, 8), torch::indexing::Slice(2, 4)}, 25.0f);
-    inputs_.insert("coder_deltas", deltas);
-
-    // Paste: boxes inside, over the top-left and bottom-right borders, tiny, the whole image, and thin.
-    inputs_.insert("paste_masks", torch::rand({7, 28, 28}));
-    inputs_.insert("paste_boxes", rows_of_four({10.3f, 5.7f, 30.2f, 25.9f, -5, -3, 12, 9,    40, 30, 70, 52,
-                                                20, 20, 20.5f, 21,     0, 0, 59, 49, 3, 10, 50, 12,
-                                                33.5f, 1.25f, 58.75f, 47.5f}));
-    inputs_.insert("paste_image_size", torch::tensor({50, 60}));
-
-    const fs::path dir = fs::temp_directory_path() / ("trainbench_rcnn_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    testing::save_dict(inputs_, dir / "inputs.pt");
-    const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_RCNN_REFERENCE_SCRIPT + " " +
-                                (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string();
-    const bool ran = std::system(command.c_str()) == 0;
-    if (ran)
-      for (const auto& entry : testing::load_dict(dir / "expected.pt"))
-        expected_[entry.key().toStringRef()] = entry.value().toTensor();
-    fs::remove_all(dir);
-    ASSERT_TRUE(ran) << "reference failed (is python3-torchvision installed?): " << command;
-  }
-
-  static torch::Tensor input(const std::string& name) { return inputs_.at(name); }
-  static torch::Tensor expected(const std::string& name) { return expected_.at(name); }
-
-  static c10::Dict<std::string, torch::Tensor> inputs_;
-  static std::map<std::string, torch::Tensor> expected_;
+// The inputs of every comparison with python, and python's results: one python run (importing torch costs
+// seconds of CPU), so one test checks them all.
+struct ReferenceRun {
+  c10::Dict<std::string, torch::Tensor> inputs;
+  std::map<std::string, torch::Tensor> results;
+  torch::Tensor input(const std::string& name) const { return inputs.at(name); }
+  torch::Tensor expected(const std::string& name) const { return results.at(name); }
 };
-c10::Dict<std::string, torch::Tensor> RcnnReference::inputs_;
-std::map<std::string, torch::Tensor> RcnnReference::expected_;
 
-TEST_F(RcnnReference, RoiAlignForwardAndBackwardMatchTorchvision) {
-  const auto rois = input("rois");
+ReferenceRun run_reference() {
+  ReferenceRun run;
+  torch::manual_seed(11);
+  run.inputs.insert("features", torch::randn({2, 3, 13, 17}));
+  // Random RoIs over and around the 34 x 26 px image (scale 0.5), then hand-picked ones: the whole image, boxes
+  // on and past every border, fully outside, zero-size, zero-width, tiny, and far larger than the image.
+  const auto corner = torch::rand({20, 2}) * torch::tensor({44.0f, 34.0f}) - 6;
+  const auto random_boxes = torch::cat({corner, corner + torch::rand({20, 2}) * 20}, 1);
+  const auto special_boxes = rows_of_four({0, 0, 33, 25,    0, 0, 34, 26,    -4, -4, 3, 3,     30, 20, 40, 30,
+                                           50, 50, 60, 60,  5, 5, 5, 5,      7, 3, 7, 9,       12.2f, 8.7f, 12.9f, 9.1f,
+                                           -20, -20, 60, 50, -2.5f, 10, 1, 14});
+  const auto boxes = torch::cat({random_boxes, special_boxes});
+  const auto batch = torch::randint(0, 2, {boxes.size(0), 1}).to(torch::kFloat32);
+  run.inputs.insert("rois", torch::cat({batch, boxes}, 1));
+  std::vector<double> configs;
   for (size_t i = 0; i < kRoiConfigs.size(); ++i) {
-    const auto& [scale, pooled_height, pooled_width, ratio, aligned] = kRoiConfigs[i];
-    const auto features = input("features").clone().requires_grad_(true);
-    const auto pooled = roi_align(features, rois, scale, static_cast<int64_t>(pooled_height),
-                                  static_cast<int64_t>(pooled_width), static_cast<int64_t>(ratio), aligned != 0);
-    (pooled * input("roi_grad_output." + std::to_string(i))).sum().backward();
-    const auto name = std::to_string(i);
-    EXPECT_TRUE(torch::allclose(pooled, expected("roi_forward." + name), 1e-5, 1e-6))
-        << "config " << i << ": max difference " << (pooled - expected("roi_forward." + name)).abs().max().item<float>();
-    EXPECT_TRUE(torch::allclose(features.grad(), expected("roi_grad." + name), 1e-5, 1e-5))
-        << "config " << i << ": max difference " << (features.grad() - expected("roi_grad." + name)).abs().max().item<float>();
+    configs.insert(configs.end(), kRoiConfigs[i].begin(), kRoiConfigs[i].end());
+    run.inputs.insert("roi_grad_output." + std::to_string(i),
+                   torch::randn({boxes.size(0), 3, static_cast<int64_t>(kRoiConfigs[i][1]),
+                                 static_cast<int64_t>(kRoiConfigs[i][2])}));
   }
-  // Not vacuous: the RoI fully outside the features pools to zeros, the others do not.
-  const auto pooled = roi_align(input("features"), rois, 0.5, 7, 7, 2);
-  EXPECT_EQ(pooled[24].abs().max().item<float>(), 0.0f);
-  EXPECT_GT(pooled[20].abs().min().item<float>(), 0.0f);
-  EXPECT_EQ(roi_align(input("features"), rois.narrow(0, 0, 0), 0.5, 7, 7, 2).sizes(), (std::vector<int64_t>{0, 3, 7, 7}));
+  run.inputs.insert("roi_configs", torch::tensor(configs, torch::kFloat64).view({-1, 5}));
+
+  run.inputs.insert("anchor_ratios", torch::tensor(kAnchorRatios, torch::kFloat64));
+  std::vector<double> levels;
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < kAnchorLevels.size(); ++i) {
+    levels.insert(levels.end(), kAnchorLevels[i].begin(), kAnchorLevels[i].end());
+    sizes.insert(sizes.end(), kAnchorFeatureSizes[i].begin(), kAnchorFeatureSizes[i].end());
+  }
+  run.inputs.insert("anchor_levels", torch::tensor(levels, torch::kFloat64).view({-1, 2}));
+  run.inputs.insert("anchor_feature_sizes", torch::tensor(sizes).view({-1, 2}));
+
+  // Box coder: proposals and targets of 1 to 120 px, deltas with some dw/dh past the clamp (log(1000/16) = 4.14
+  // with weights 1; 20.7 with weights 5).
+  const auto proposal_corner = torch::rand({64, 2}) * 200;
+  run.inputs.insert("coder_proposals", torch::cat({proposal_corner, proposal_corner + torch::rand({64, 2}) * 119}, 1));
+  const auto target_corner = proposal_corner + torch::randn({64, 2}) * 10;
+  run.inputs.insert("coder_targets", torch::cat({target_corner, target_corner + torch::rand({64, 2}) * 119}, 1));
+  auto deltas = torch::randn({64, 8});
+  deltas.index_put_({torch::indexing::Slice(0, 8), torch::indexing::Slice(2, 4)}, 25.0f);
+  run.inputs.insert("coder_deltas", deltas);
+
+  // Paste: boxes inside, over the top-left and bottom-right borders, tiny, the whole image, and thin.
+  run.inputs.insert("paste_masks", torch::rand({7, 28, 28}));
+  run.inputs.insert("paste_boxes", rows_of_four({10.3f, 5.7f, 30.2f, 25.9f, -5, -3, 12, 9,    40, 30, 70, 52,
+                                              20, 20, 20.5f, 21,     0, 0, 59, 49, 3, 10, 50, 12,
+                                              33.5f, 1.25f, 58.75f, 47.5f}));
+  run.inputs.insert("paste_image_size", torch::tensor({50, 60}));
+
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_rcnn_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  testing::save_dict(run.inputs, dir / "inputs.pt");
+  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_RCNN_REFERENCE_SCRIPT + " " +
+                              (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string();
+  const bool ran = std::system(command.c_str()) == 0;
+  if (ran)
+    for (const auto& entry : testing::load_dict(dir / "expected.pt"))
+      run.results[entry.key().toStringRef()] = entry.value().toTensor();
+  fs::remove_all(dir);
+  if (!ran) throw std::runtime_error("reference failed (is python3-torchvision installed?): " + command);
+  return run;
 }
 
-TEST_F(RcnnReference, AnchorsMatchGenerateAnchors) {
+void check_roi_align(const ReferenceRun& run) {
+  const auto rois = run.input("rois");
+  for (size_t i = 0; i < kRoiConfigs.size(); ++i) {
+    const auto& [scale, pooled_height, pooled_width, ratio, aligned] = kRoiConfigs[i];
+    const auto features = run.input("features").clone().requires_grad_(true);
+    const auto pooled = roi_align(features, rois, scale, static_cast<int64_t>(pooled_height),
+                                  static_cast<int64_t>(pooled_width), static_cast<int64_t>(ratio), aligned != 0);
+    (pooled * run.input("roi_grad_output." + std::to_string(i))).sum().backward();
+    const auto name = std::to_string(i);
+    EXPECT_TRUE(torch::allclose(pooled, run.expected("roi_forward." + name), 1e-5, 1e-6))
+        << "config " << i << ": max difference " << (pooled - run.expected("roi_forward." + name)).abs().max().item<float>();
+    EXPECT_TRUE(torch::allclose(features.grad(), run.expected("roi_grad." + name), 1e-5, 1e-5))
+        << "config " << i << ": max difference " << (features.grad() - run.expected("roi_grad." + name)).abs().max().item<float>();
+  }
+  // Not vacuous: the RoI fully outside the features pools to zeros, the others do not.
+  const auto pooled = roi_align(run.input("features"), rois, 0.5, 7, 7, 2);
+  EXPECT_EQ(pooled[24].abs().max().item<float>(), 0.0f);
+  EXPECT_GT(pooled[20].abs().min().item<float>(), 0.0f);
+  EXPECT_EQ(roi_align(run.input("features"), rois.narrow(0, 0, 0), 0.5, 7, 7, 2).sizes(), (std::vector<int64_t>{0, 3, 7, 7}));
+}
+
+void check_anchors(const ReferenceRun& run) {
   AnchorGeneratorOptions options;
   options.strides.clear();
   options.sizes.clear();
@@ -146,13 +145,13 @@ TEST_F(RcnnReference, AnchorsMatchGenerateAnchors) {
     options.strides.push_back(static_cast<int64_t>(stride));
     options.sizes.push_back(size);
     EXPECT_TRUE(torch::equal(cell_anchors(static_cast<int64_t>(stride), size, kAnchorRatios),
-                             expected("cell_anchors." + std::to_string(level))))
+                             run.expected("cell_anchors." + std::to_string(level))))
         << "level " << level;
   }
   const auto grid = grid_anchors(options, kAnchorFeatureSizes, torch::kCPU);
   ASSERT_EQ(grid.size(), kAnchorLevels.size());
   for (size_t level = 0; level < grid.size(); ++level)
-    EXPECT_TRUE(torch::equal(grid[level], expected("grid_anchors." + std::to_string(level)))) << "level " << level;
+    EXPECT_TRUE(torch::equal(grid[level], run.expected("grid_anchors." + std::to_string(level)))) << "level " << level;
   // py-faster-rcnn's stride-16 table (its docstring prints the same boxes 1-based), sizes 128, 256, 512.
   const auto table = rows_of_four({-84, -40, 99, 55,    -56, -56, 71, 71,    -36, -80, 51, 95,
                                    -176, -88, 191, 103, -120, -120, 135, 135, -80, -168, 95, 183,
@@ -163,16 +162,16 @@ TEST_F(RcnnReference, AnchorsMatchGenerateAnchors) {
   EXPECT_THROW(grid_anchors(options, {{2, 2}}, torch::kCPU), Error);
 }
 
-TEST_F(RcnnReference, BoxCoderMatchesPythonAndRoundTrips) {
-  const auto proposals = input("coder_proposals"), targets = input("coder_targets");
+void check_box_coder(const ReferenceRun& run) {
+  const auto proposals = run.input("coder_proposals"), targets = run.input("coder_targets");
   for (const auto& [name, weights] : {std::pair<std::string, std::array<double, 4>>{"1111", {1, 1, 1, 1}},
                                       std::pair<std::string, std::array<double, 4>>{"101055", {10, 10, 5, 5}}}) {
     const DetectronBoxCoder coder{weights};
     const auto deltas = coder.encode(targets, proposals);
-    EXPECT_TRUE(torch::allclose(deltas.to(torch::kFloat64), expected("encode." + name), 1e-4, 1e-4)) << name;
-    const auto decoded = coder.decode(input("coder_deltas"), proposals);
+    EXPECT_TRUE(torch::allclose(deltas.to(torch::kFloat64), run.expected("encode." + name), 1e-4, 1e-4)) << name;
+    const auto decoded = coder.decode(run.input("coder_deltas"), proposals);
     ASSERT_EQ(decoded.sizes(), (std::vector<int64_t>{64, 8}));
-    EXPECT_TRUE(torch::allclose(decoded.to(torch::kFloat64), expected("decode." + name), 1e-4, 1e-2)) << name;
+    EXPECT_TRUE(torch::allclose(decoded.to(torch::kFloat64), run.expected("decode." + name), 1e-4, 1e-2)) << name;
     EXPECT_TRUE(torch::allclose(coder.decode(deltas, proposals), targets, 1e-5, 1e-3)) << name;
   }
   // The clamp: dw of 25 decodes as log(1000/16), a width of 62.5 times the proposal's.
@@ -182,15 +181,35 @@ TEST_F(RcnnReference, BoxCoderMatchesPythonAndRoundTrips) {
   EXPECT_NEAR((wide[0][3] - wide[0][1] + 1).item<float>(), 20.0f, 1e-4);
 }
 
-TEST_F(RcnnReference, PasteMasksMatchesTheReferencePaste) {
+void check_paste(const ReferenceRun& run) {
   const auto [height, width] = std::make_pair(50, 60);
-  const auto pasted = paste_masks(input("paste_masks"), input("paste_boxes"), height, width);
+  const auto pasted = paste_masks(run.input("paste_masks"), run.input("paste_boxes"), height, width);
   ASSERT_EQ(pasted.sizes(), (std::vector<int64_t>{7, height, width}));
   ASSERT_EQ(pasted.scalar_type(), torch::kUInt8);
-  EXPECT_TRUE(torch::equal(pasted, expected("pasted")))
-      << (pasted != expected("pasted")).sum().item<int64_t>() << " pixels differ";
+  EXPECT_TRUE(torch::equal(pasted, run.expected("pasted")))
+      << (pasted != run.expected("pasted")).sum().item<int64_t>() << " pixels differ";
   EXPECT_GT(pasted.sum().item<int64_t>(), 1000);
   EXPECT_EQ(paste_masks(torch::ones({1, 28, 28}), rows_of_four({100, 100, 120, 120}), height, width).sum().item<int64_t>(), 0);
+}
+
+TEST(RcnnOps, MatchTorchvisionAndTheReferenceFormulas) {
+  const auto run = run_reference();
+  {
+    SCOPED_TRACE("roi_align forward and backward against torchvision.ops.roi_align");
+    check_roi_align(run);
+  }
+  {
+    SCOPED_TRACE("cell and grid anchors against generate_anchors.py");
+    check_anchors(run);
+  }
+  {
+    SCOPED_TRACE("box coder against the reference's BoxCoder");
+    check_box_coder(run);
+  }
+  {
+    SCOPED_TRACE("paste_masks against the reference's Masker");
+    check_paste(run);
+  }
 }
 
 TEST(RcnnBoxes, InclusiveIouClipAndMinSize) {
