@@ -342,6 +342,9 @@ torch::Tensor paste_masks(const torch::Tensor& mask_probabilities, const torch::
   if (mask_probabilities.dim() != 3 || mask_probabilities.size(1) != mask_probabilities.size(2))
     fail("paste_masks: mask_probabilities", "expected (K, M, M), got sizes " + c10::str(mask_probabilities.sizes()));
   check_boxes(boxes, 4, "paste_masks: boxes");
+  if (threshold < 0 || padding < 0)
+    fail("paste_masks", "expected threshold >= 0 and padding >= 0, got " + std::to_string(threshold) + " and " +
+                            std::to_string(padding));
   const int64_t count = mask_probabilities.size(0), mask_size = mask_probabilities.size(2);
   if (boxes.size(0) != count)
     fail("paste_masks: boxes", "expected one box per mask (" + std::to_string(count) + "), got " +

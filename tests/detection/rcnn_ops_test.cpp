@@ -190,6 +190,7 @@ void check_paste(const ReferenceRun& run) {
       << (pasted != run.expected("pasted")).sum().item<int64_t>() << " pixels differ";
   EXPECT_GT(pasted.sum().item<int64_t>(), 1000);
   EXPECT_EQ(paste_masks(torch::ones({1, 28, 28}), rows_of_four({100, 100, 120, 120}), height, width).sum().item<int64_t>(), 0);
+  EXPECT_THROW(paste_masks(run.input("paste_masks"), run.input("paste_boxes"), height, width, -1), Error);
 }
 
 TEST(RcnnOps, MatchTorchvisionAndTheReferenceFormulas) {
