@@ -228,10 +228,11 @@ RoiAlignAxis roi_align_axis(const torch::Tensor& start, const torch::Tensor& bin
 // - gathering the 4 neighbours of every sampling point as dense tensors materialises K * C * P * P * samples * 4
 //   values: 400 MB in the reference (512 RoIs x 256 channels x 7 x 7 x 4 samples x 4) before the sum, and
 //   autograd keeps the indices of that gather for the backward;
-// - the sparse matrix holds 12 bytes + 4 per entry (about 1.6 MB per 100 RoIs at 7x7 and 2x2 samples), the
-//   product writes only the output, and its backward (matrix^T x gradient, by autograd of torch::mm) scatters
-//   into the features in one more pass with the same matrix: no custom autograd::Function, the same ops on CPU
-//   (a loop of axpy over the entries) and CUDA (cuSPARSE).
+// - the sparse matrix holds 20 bytes per entry (two int64 indices, a float: about 1.6 MB per 100 RoIs at 7x7
+//   and 2x2 samples), the product writes only the output, and its backward (matrix^T x gradient, by autograd of
+//   torch::mm) scatters into the features in one more pass with the same matrix: no custom autograd::Function,
+//   the same ops on CPU (a loop of axpy over the entries) and CUDA (cuSPARSE). The price is a channels-last copy
+//   of the features (and of their gradient), small beside the convolutions that made them.
 // The adaptive sampling ratio (<= 0: ceil(roi size / pooled size) samples per bin and axis) differs per RoI, so
 // RoIs are grouped by their grid and each group adds its entries.
 torch::Tensor roi_align(const torch::Tensor& features, const torch::Tensor& rois, double spatial_scale,
