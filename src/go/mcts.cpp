@@ -134,7 +134,12 @@ int SearchTree::select_leaves(int count, uint8_t* features, data::Rng& rng) {
       int best = -1;
       double best_score = -1e30;
       const int last = options_.allow_pass ? points_ : points_ - 1;
-      for (int e = 0; e <= last; ++e) {
+      // After a pass, the answering pass (which ends the game with its exact score) is read first, as
+      // minigo's SelectLeaf does "to avoid situations where we auto-lose by passing too early".
+      const int32_t answering_pass = children_[parent.edges + points_];
+      if (options_.allow_pass && scratch_.consecutive_passes() == 1 && (answering_pass < 0 || nodes_[answering_pass].visits == 0))
+        best = points_;
+      for (int e = 0; e <= last && best != points_; ++e) {
         if (priors_[parent.edges + e] < 0) continue;
         const double score = action_score(parent, e, exploration);
         if (score > best_score) {
@@ -482,6 +487,11 @@ class GameDriver {
     if (stats_) {
       stats_->moves += 1;
       stats_->searched_visits += tree.root_visits();
+    }
+    // Once no move can change the score, both sides pass (unsearched, unrecorded), as minigo's self-play
+    // ends such games, instead of filling their own eyes until the move limit.
+    if (!slot.game.over() && slot.game.position().whole_board_pass_alive()) {
+      while (!slot.game.over()) slot.game.play(slot.game.position().pass());
     }
     if (slot.game.over() || static_cast<int>(slot.game.moves().size()) >= tree.max_game_length) {
       const double score = slot.game.position().score();

@@ -9,8 +9,9 @@
 //   soft pick (visits^0.98) for the first moves, resignation below a per-game threshold, target pruning of
 //   the recorded visit distribution, a random board symmetry for every network evaluation.
 // - passes as minigo's self-play treats them: soft picks choose among the points (a pass only when the search
-//   put no visit on any point), and with allow_pass off (minigo's bootstrap) the search reads a pass only
-//   where no point is legal.
+//   put no visit on any point), after a pass the search reads the answering pass first (its exact score
+//   shows an early pass losing), with allow_pass off (minigo's bootstrap) the search reads a pass only
+//   where no point is legal, and once the whole board is pass-alive the game ends with two passes.
 // - tree reuse: after a move the chosen child's subtree becomes the root (minigo's MctsTree::PlayMove), and
 //   the next search adds its readouts to the visits it kept; self-play clears it before a full move when
 //   fast moves are on (minigo's ClearSubtrees), so recorded searches start from a fresh, noised root.
@@ -152,7 +153,7 @@ struct PlayOptions {
 };
 
 struct PlayStats {
-  int64_t moves = 0;
+  int64_t moves = 0;  // searched moves (not the passes that end a game once the whole board is pass-alive)
   int64_t evaluations = 0;  // network evaluations (positions)
   int64_t searched_visits = 0;  // root visits when the moves were played
   int64_t reused_visits = 0;    // of those, the visits the searches started with (tree reuse)

@@ -250,7 +250,8 @@ TEST(GoMcts, SelfPlayBatchesManyGamesAndRecordsConsistentExamples) {
     EXPECT_TRUE(record.game.over() || record.game.moves().size() >= 50u);
     EXPECT_EQ(record.winner, record.score > 0 ? kBlack : kWhite);
   }
-  EXPECT_EQ(stats.moves, moves);
+  EXPECT_LE(stats.moves, moves);
+  EXPECT_GE(stats.moves, moves - 2 * static_cast<int64_t>(records.size())) << "only the closing passes are not searched";
   EXPECT_GT(examples.count(), 0);
   EXPECT_LT(examples.count(), moves) << "fast moves are not recorded";
   ASSERT_EQ(examples.features.size(), static_cast<size_t>(examples.count()) * Position::kPlanes * 25);
@@ -286,7 +287,7 @@ TEST(GoMcts, SelfPlayAndMatchesReuseTheTreeUnlessFullMovesAlternateWithFastOnes)
   }
   PlayStats stats;
   play_match(options, 2, material_evaluator(5), &stats);
-  EXPECT_GT(stats.reused_visits, stats.moves * 5);
+  EXPECT_GT(stats.reused_visits, stats.moves) << "each player keeps what its own search read of the reply";
 }
 
 TEST(GoMcts, MatchAlternatesColoursAndNeverResigns) {
