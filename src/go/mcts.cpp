@@ -312,7 +312,8 @@ enum class Mode { kSelfPlay, kMatch };
 
 struct Slot {
   // One tree per model: in a match each player searches (and keeps) its own tree, as two minigo players do.
-  Slot(int size, const MctsOptions& options, uint64_t seed, int models) : game(size), trees(static_cast<size_t>(models), SearchTree(size, options)), rng(seed) {}
+  Slot(int size, const MctsOptions& options, uint64_t seed, int models)
+      : game(size), trees(static_cast<size_t>(models), SearchTree(size, options)), rng(seed) {}
   Game game;
   std::vector<SearchTree> trees;
   data::Rng rng;
@@ -383,8 +384,8 @@ class GameDriver {
         size_t offset = 0;
         for (const auto& [s, count] : batch.entries) {
           Slot& slot = slots_[s];
-          SearchTree& tree = slot.trees[model];
-          tree.apply_evaluations(batch.policy.data() + offset * static_cast<size_t>(points_ + 1), batch.values.data() + offset);
+          slot.trees[model].apply_evaluations(batch.policy.data() + offset * static_cast<size_t>(points_ + 1),
+                                              batch.values.data() + offset);
           offset += count;
           maybe_add_noise(slot);
         }

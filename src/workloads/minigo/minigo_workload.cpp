@@ -438,14 +438,17 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   // evaluator MCTS calls, uint8 planes in, probabilities and values out; bench/peers/minigo_inference.py
   // times python3-torch on the same batch.
   const int64_t size = config.integer("board_size"), points = size * size;
-  const int64_t inference_batch = std::max<int64_t>(1, config.integer("concurrent_games") / settings.threads) * config.integer("virtual_losses");
+  const int64_t inference_batch =
+      std::max<int64_t>(1, config.integer("concurrent_games") / settings.threads) * config.integer("virtual_losses");
   data::Rng rng(static_cast<uint64_t>(settings.seed));
   std::vector<uint8_t> planes(static_cast<size_t>(inference_batch * go::Position::kPlanes * points));
   for (auto& value : planes) value = static_cast<uint8_t>(rng.below(2));
   std::vector<float> priors(static_cast<size_t>(inference_batch * (points + 1))), values(static_cast<size_t>(inference_batch));
   const double call_time = run.median_step_seconds(
       [&] { loop.net()->evaluate(planes.data(), static_cast<int>(inference_batch), priors.data(), values.data()); });
-  std::snprintf(line, sizeof line, "inference     %10.1f positions/s  (batch %lld: %lld games / %d threads x %lld virtual losses, %d threads, median of %lld calls: %.5f s/call)\n",
+  std::snprintf(line, sizeof line,
+                "inference     %10.1f positions/s  (batch %lld: %lld games / %d threads x %lld virtual losses, %d threads, "
+                "median of %lld calls: %.5f s/call)\n",
                 static_cast<double>(inference_batch) / call_time, static_cast<long long>(inference_batch),
                 static_cast<long long>(config.integer("concurrent_games")), settings.threads,
                 static_cast<long long>(config.integer("virtual_losses")), settings.threads,
