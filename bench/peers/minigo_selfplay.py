@@ -9,8 +9,9 @@ board, readouts, virtual losses and PUCT constants.
 rules are the same as trainbench's (captures, suicide illegal, positional superko, area scoring), written
 plainly: liberties by flood fill, a set of board tuples for superko. Scoring here is plain Tromp-Taylor (no
 pass-alive resolution), which only decides the winner at a game's end and costs nothing measurable.
-Fast moves (fewer readouts) are played as trainbench plays them; Dirichlet noise, resignation and the
-recorded examples are left out, as they do not change the work per move.
+Fast moves (fewer readouts) and tree reuse (the chosen child's subtree is the next root, cleared before a
+full move when fast moves are on; every search adds its readouts) are as trainbench plays them; Dirichlet
+noise, resignation and the recorded examples are left out, as they do not change the work per move.
 """
 import math
 import random
@@ -234,10 +235,16 @@ def main():
         seen = {tuple(position.board)}
         return {"position": position, "seen": seen, "tree": None, "target": 0}
 
-    def start_move(slot):
+    def start_move(slot, played=None):
         fast = config["fast_readouts"] > 0 and rng.random() < config["fast_move_probability"]
-        slot["target"] = config["fast_readouts"] if fast else config["num_readouts"]
-        slot["tree"] = Tree(slot["position"], slot["seen"], config)
+        tree = slot["tree"]
+        kept = tree.root.children.get(played) if tree and played is not None else None
+        if kept is not None and kept.priors is not None and (fast or config["fast_move_probability"] <= 0):
+            kept.parent = None
+            tree.root = kept
+        else:
+            slot["tree"] = Tree(slot["position"], slot["seen"], config)
+        slot["target"] = slot["tree"].root.n + (config["fast_readouts"] if fast else config["num_readouts"])
 
     for _ in range(min(config["concurrent_games"], games_total)):
         slot = new_game()
@@ -266,11 +273,12 @@ def main():
                         else:
                             slot = None
                             break
-                    start_move(slot)
+                    start_move(slot, move)
                     tree = slot["tree"]
                 if slot is None:
                     continue
-                for _ in range(virtual_losses):
+                wanted = virtual_losses if tree.root.priors is None else min(virtual_losses, slot["target"] - tree.root.n)
+                for _ in range(wanted):
                     leaf = tree.select()
                     if leaf is None:
                         break

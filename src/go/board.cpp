@@ -287,12 +287,12 @@ void Position::remove_group(int group) {
 
 // Benson's algorithm for each colour: chains that keep two vital regions while chains and regions that fail
 // are removed in turn are pass-alive; the small regions they enclose (every empty point a liberty of an
-// enclosing chain) are pass-alive territory, opponent stones in them included. Then Tromp-Taylor area.
-std::array<Color, kMaxPoints> Position::ownership() const {
+// enclosing chain) are pass-alive territory, opponent stones in them included.
+std::array<Color, kMaxPoints> Position::pass_alive_regions() const {
   const auto& neighbors = geometry().neighbors[size_];
   std::array<Color, kMaxPoints> board;
   for (int p = 0; p < points_; ++p) board[p] = static_cast<Color>(color_[p]);
-  std::array<Color, kMaxPoints> filled = board;
+  std::array<Color, kMaxPoints> filled{};
 
   for (const Color color : {kBlack, kWhite}) {
     // Regions: connected sets of points that are not `color`.
@@ -374,6 +374,22 @@ std::array<Color, kMaxPoints> Position::ownership() const {
       for (const int16_t q : regions[r]) filled[q] = color;
     }
   }
+  return filled;
+}
+
+bool Position::whole_board_pass_alive() const {
+  const auto regions = pass_alive_regions();
+  for (int p = 0; p < points_; ++p)
+    if (color_[p] == kEmpty && regions[p] == kEmpty) return false;
+  return true;
+}
+
+// Pass-alive regions resolved (their points the enclosing colour's), then Tromp-Taylor area.
+std::array<Color, kMaxPoints> Position::ownership() const {
+  const auto& neighbors = geometry().neighbors[size_];
+  std::array<Color, kMaxPoints> filled = pass_alive_regions();
+  for (int p = 0; p < points_; ++p)
+    if (filled[p] == kEmpty) filled[p] = static_cast<Color>(color_[p]);
 
   // Tromp-Taylor on the filled board: empty regions reaching one colour only belong to it.
   std::array<Color, kMaxPoints> owner = filled;

@@ -83,6 +83,12 @@ class Position {
   double score() const;
   // The owner of every point as the score counts it (kEmpty for dame).
   std::array<Color, kMaxPoints> ownership() const;
+  // For every point in a pass-alive region (Benson: enclosed by pass-alive chains; opponent stones in it
+  // are dead), the enclosing colour; kEmpty elsewhere, the pass-alive chains' own stones included.
+  std::array<Color, kMaxPoints> pass_alive_regions() const;
+  // Every empty point lies in a pass-alive region: nothing either side plays can change the score (minigo
+  // then ends a self-play game with passes).
+  bool whole_board_pass_alive() const;
 
   // The 13 mlperf07 input planes, plane-major (13 x size x size), 0/1 bytes, as minigo's features.py:
   // own/opponent stones of the current and 3 previous positions, colour to play (1 when Black), groups

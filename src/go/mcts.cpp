@@ -67,6 +67,41 @@ int SearchTree::new_node(int parent, Color to_play) {
   return static_cast<int>(nodes_.size()) - 1;
 }
 
+void SearchTree::advance(Move move) {
+  const int32_t kept = nodes_[0].edges >= 0 ? children_[nodes_[0].edges + move] : -1;
+  if (kept < 0 || nodes_[kept].edges < 0) {
+    reset(*game_);
+    return;
+  }
+  // Breadth first from the kept child: copied_from_[i] is the old index of new node i.
+  spare_nodes_.clear();
+  spare_priors_.clear();
+  spare_children_.clear();
+  copied_from_.clear();
+  copied_from_.push_back(kept);
+  spare_nodes_.push_back(nodes_[kept]);
+  spare_nodes_[0].parent = -1;
+  for (size_t i = 0; i < spare_nodes_.size(); ++i) {
+    const Node& old = nodes_[copied_from_[i]];
+    if (old.edges < 0) continue;
+    spare_nodes_[i].edges = static_cast<int32_t>(spare_priors_.size());
+    for (int e = 0; e <= points_; ++e) {
+      spare_priors_.push_back(priors_[old.edges + e]);
+      int32_t child = children_[old.edges + e];
+      if (child >= 0) {
+        copied_from_.push_back(child);
+        spare_nodes_.push_back(nodes_[child]);
+        spare_nodes_.back().parent = static_cast<int32_t>(i);
+        child = static_cast<int32_t>(spare_nodes_.size()) - 1;
+      }
+      spare_children_.push_back(child);
+    }
+  }
+  nodes_.swap(spare_nodes_);
+  priors_.swap(spare_priors_);
+  children_.swap(spare_children_);
+}
+
 bool SearchTree::root_expanded() const { return nodes_[0].edges >= 0 && !nodes_[0].pending; }
 
 double SearchTree::root_value() const { return nodes_[0].value_sum / (1.0 + nodes_[0].visits); }
@@ -98,7 +133,13 @@ int SearchTree::select_leaves(int count, uint8_t* features, data::Rng& rng) {
                                  std::sqrt(std::max(1.0, n - 1.0));
       int best = -1;
       double best_score = -1e30;
-      for (int e = 0; e <= points_; ++e) {
+      const int last = options_.allow_pass ? points_ : points_ - 1;
+      // After a pass, the answering pass (which ends the game with its exact score) is read first, as
+      // minigo's SelectLeaf does "to avoid situations where we auto-lose by passing too early".
+      const int32_t answering_pass = children_[parent.edges + points_];
+      if (options_.allow_pass && scratch_.consecutive_passes() == 1 && (answering_pass < 0 || nodes_[answering_pass].visits == 0))
+        best = points_;
+      for (int e = 0; e <= last && best != points_; ++e) {
         if (priors_[parent.edges + e] < 0) continue;
         const double score = action_score(parent, e, exploration);
         if (score > best_score) {
@@ -106,6 +147,7 @@ int SearchTree::select_leaves(int count, uint8_t* features, data::Rng& rng) {
           best = e;
         }
       }
+      if (best < 0) best = points_;  // no legal point: pass (always legal)
       scratch_.play(static_cast<Move>(best));
       path_hashes_.push_back(scratch_.stone_hash());
       int32_t child = children_[parent.edges + best];
@@ -191,16 +233,16 @@ int SearchTree::child_visits(Move move) const {
 Move SearchTree::pick_move(bool soft, data::Rng& rng) const {
   const Node& root = nodes_[0];
   if (soft) {
+    // Points only, as minigo's SoftPickMove, so that sampling never passes early in the game.
     double total = 0;
-    for (int e = 0; e <= points_; ++e)
+    for (int e = 0; e < points_; ++e)
       if (priors_[root.edges + e] >= 0) total += std::pow(child_visits(static_cast<Move>(e)), 0.98);
-    if (total > 0) {
-      double target = rng.uniform() * total;
-      for (int e = 0; e <= points_; ++e) {
-        if (priors_[root.edges + e] < 0) continue;
-        const double weight = std::pow(child_visits(static_cast<Move>(e)), 0.98);
-        if (weight > 0 && (target -= weight) < 0) return static_cast<Move>(e);
-      }
+    if (total <= 0) return static_cast<Move>(points_);
+    double target = rng.uniform() * total;
+    for (int e = 0; e < points_; ++e) {
+      if (priors_[root.edges + e] < 0) continue;
+      const double weight = std::pow(child_visits(static_cast<Move>(e)), 0.98);
+      if (weight > 0 && (target -= weight) < 0) return static_cast<Move>(e);
     }
   }
   int best = points_;
@@ -269,9 +311,11 @@ namespace {
 enum class Mode { kSelfPlay, kMatch };
 
 struct Slot {
-  Slot(int size, const MctsOptions& options, uint64_t seed) : game(size), tree(size, options), rng(seed) {}
+  // One tree per model: in a match each player searches (and keeps) its own tree, as two minigo players do.
+  Slot(int size, const MctsOptions& options, uint64_t seed, int models)
+      : game(size), trees(static_cast<size_t>(models), SearchTree(size, options)), rng(seed) {}
   Game game;
-  SearchTree tree;
+  std::vector<SearchTree> trees;
   data::Rng rng;
   bool active = false;
   int game_index = 0;
@@ -297,7 +341,7 @@ class GameDriver {
     const int concurrent = std::max(1, std::min(options.concurrent_games, games));
     data::Rng seeds(seed);
     slots_.reserve(static_cast<size_t>(concurrent));  // the trees point at their slot's game: no reallocation
-    for (int i = 0; i < concurrent; ++i) slots_.emplace_back(options.size, options.mcts, seeds.next_u64());
+    for (int i = 0; i < concurrent; ++i) slots_.emplace_back(options.size, options.mcts, seeds.next_u64(), mode == Mode::kMatch ? 2 : 1);
     points_ = options.size * options.size;
     feature_size_ = Position::kPlanes * points_;
     if (examples_) examples_->size = options.size;
@@ -311,15 +355,18 @@ class GameDriver {
       for (Batch& batch : batches) batch.clear();
       for (size_t s = 0; s < slots_.size(); ++s) {
         Slot& slot = slots_[s];
-        while (slot.active && slot.tree.root_expanded() && slot.tree.root_visits() >= slot.target_readouts) finish_move(slot);
+        while (slot.active && mover_tree(slot).root_expanded() && mover_tree(slot).root_visits() >= slot.target_readouts)
+          finish_move(slot);
         if (!slot.active) continue;
         any = true;
-        const Color mover = slot.game.position().to_play();
-        Batch& batch = batches[mover == kBlack ? slot.black_model : slot.white_model];
+        Batch& batch = batches[mover_model(slot)];
         const size_t needed = (batch.count + static_cast<size_t>(options_.mcts.virtual_losses)) * static_cast<size_t>(feature_size_);
         if (batch.features.size() < needed) batch.features.resize(needed);
-        const int selected = slot.tree.select_leaves(options_.mcts.virtual_losses,
-                                                     batch.features.data() + batch.count * static_cast<size_t>(feature_size_), slot.rng);
+        // No more leaves than the move's readouts still need, so that a move gets exactly its readouts.
+        SearchTree& tree = mover_tree(slot);
+        const int wanted = tree.root_expanded() ? std::min(options_.mcts.virtual_losses, slot.target_readouts - tree.root_visits())
+                                                : options_.mcts.virtual_losses;
+        const int selected = tree.select_leaves(wanted, batch.features.data() + batch.count * static_cast<size_t>(feature_size_), slot.rng);
         if (selected > 0) batch.entries.push_back({s, static_cast<size_t>(selected)});
         batch.count += static_cast<size_t>(selected);
       }
@@ -337,12 +384,10 @@ class GameDriver {
         size_t offset = 0;
         for (const auto& [s, count] : batch.entries) {
           Slot& slot = slots_[s];
-          slot.tree.apply_evaluations(batch.policy.data() + offset * static_cast<size_t>(points_ + 1), batch.values.data() + offset);
+          slot.trees[model].apply_evaluations(batch.policy.data() + offset * static_cast<size_t>(points_ + 1),
+                                              batch.values.data() + offset);
           offset += count;
-          if (slot.noise && !slot.noised && slot.tree.root_expanded()) {
-            slot.tree.add_root_noise(slot.rng);
-            slot.noised = true;
-          }
+          maybe_add_noise(slot);
         }
       }
     }
@@ -361,6 +406,17 @@ class GameDriver {
     }
   };
 
+  int mover_model(const Slot& slot) const {
+    return slot.game.position().to_play() == kBlack ? slot.black_model : slot.white_model;
+  }
+  SearchTree& mover_tree(Slot& slot) { return slot.trees[static_cast<size_t>(mover_model(slot))]; }
+
+  void maybe_add_noise(Slot& slot) {
+    if (!slot.noise || slot.noised || !mover_tree(slot).root_expanded()) return;
+    mover_tree(slot).add_root_noise(slot.rng);
+    slot.noised = true;
+  }
+
   void start_game(Slot& slot) {
     if (next_game_ >= games_) {
       slot.active = false;
@@ -369,7 +425,7 @@ class GameDriver {
     slot.active = true;
     slot.game_index = next_game_++;
     slot.game = Game(options_.size, options_.komi);
-    slot.tree.max_game_length = options_.max_game_length > 0 ? options_.max_game_length : 2 * points_;
+    for (SearchTree& tree : slot.trees) tree.max_game_length = options_.max_game_length > 0 ? options_.max_game_length : 2 * points_;
     slot.examples.features.clear();
     slot.examples.policies.clear();
     slot.examples.outcomes.clear();
@@ -385,23 +441,35 @@ class GameDriver {
       slot.resign_threshold =
           resign ? slot.rng.uniform(options_.resign_threshold_low, options_.resign_threshold_high) : -2;
     }
-    start_move(slot);
+    start_move(slot, -1);
   }
 
-  void start_move(Slot& slot) {
+  // The next search: `played` is the move just played (-1 at the start of a game). Every tree keeps the
+  // subtree of that move, except that self-play clears it before a full move when fast moves are on.
+  void start_move(Slot& slot, Move played) {
     const bool fast = mode_ == Mode::kSelfPlay && options_.fast_readouts > 0 &&
                       slot.rng.uniform() < options_.fast_move_probability;
-    slot.target_readouts = fast ? options_.fast_readouts : options_.mcts.readouts;
+    const bool reuse = played >= 0 && (fast || options_.fast_move_probability <= 0 || mode_ == Mode::kMatch);
+    for (SearchTree& tree : slot.trees) {
+      if (reuse)
+        tree.advance(played);
+      else
+        tree.reset(slot.game);
+    }
+    const int reused = mover_tree(slot).root_visits();
+    if (stats_) stats_->reused_visits += reused;
+    slot.target_readouts = reused + (fast ? options_.fast_readouts : options_.mcts.readouts);
     slot.noise = mode_ == Mode::kSelfPlay && !fast && options_.dirichlet_noise;
     slot.record = mode_ == Mode::kSelfPlay && !fast;
     slot.noised = false;
-    slot.tree.reset(slot.game);
+    maybe_add_noise(slot);
   }
 
   void finish_move(Slot& slot) {
     const Position& position = slot.game.position();
     const Color mover = position.to_play();
-    if (sign(mover) * slot.tree.root_value() < slot.resign_threshold) {
+    SearchTree& tree = mover_tree(slot);
+    if (sign(mover) * tree.root_value() < slot.resign_threshold) {
       end_game(slot, opponent(mover), true, 0);
       return;
     }
@@ -411,18 +479,27 @@ class GameDriver {
       position.features(slot.examples.features.data() + at);
       const size_t pi_at = slot.examples.policies.size();
       slot.examples.policies.resize(pi_at + static_cast<size_t>(points_ + 1));
-      slot.tree.visit_distribution(slot.examples.policies.data() + pi_at);
+      tree.visit_distribution(slot.examples.policies.data() + pi_at);
       slot.movers.push_back(mover);
     }
     const bool soft = static_cast<int>(slot.game.moves().size()) < options_.soft_pick_moves;
-    slot.game.play(slot.tree.pick_move(soft, slot.rng));
-    if (stats_) stats_->moves += 1;
-    if (slot.game.over() || static_cast<int>(slot.game.moves().size()) >= slot.tree.max_game_length) {
+    const Move move = tree.pick_move(soft, slot.rng);
+    slot.game.play(move);
+    if (stats_) {
+      stats_->moves += 1;
+      stats_->searched_visits += tree.root_visits();
+    }
+    // Once no move can change the score, both sides pass (unsearched, unrecorded), as minigo's self-play
+    // ends such games, instead of filling their own eyes until the move limit.
+    if (!slot.game.over() && slot.game.position().whole_board_pass_alive()) {
+      while (!slot.game.over()) slot.game.play(slot.game.position().pass());
+    }
+    if (slot.game.over() || static_cast<int>(slot.game.moves().size()) >= tree.max_game_length) {
       const double score = slot.game.position().score();
       end_game(slot, score > 0 ? kBlack : score < 0 ? kWhite : kEmpty, false, score);
       return;
     }
-    start_move(slot);
+    start_move(slot, move);
   }
 
   void end_game(Slot& slot, Color winner, bool resigned, double score) {
@@ -489,6 +566,8 @@ std::vector<GameRecord> play_games(const PlayOptions& options, Mode mode, int ga
       stats->moves += counts[worker].moves;
       stats->evaluations += counts[worker].evaluations;
       stats->batches += counts[worker].batches;
+      stats->searched_visits += counts[worker].searched_visits;
+      stats->reused_visits += counts[worker].reused_visits;
     }
   }
   return all;

@@ -8,6 +8,13 @@
 // - Dirichlet noise mixed into the root's priors, fast moves (fewer readouts, no noise, not recorded),
 //   soft pick (visits^0.98) for the first moves, resignation below a per-game threshold, target pruning of
 //   the recorded visit distribution, a random board symmetry for every network evaluation.
+// - passes as minigo's self-play treats them: soft picks choose among the points (a pass only when the search
+//   put no visit on any point), after a pass the search reads the answering pass first (its exact score
+//   shows an early pass losing), with allow_pass off (minigo's bootstrap) the search reads a pass only
+//   where no point is legal, and once the whole board is pass-alive the game ends with two passes.
+// - tree reuse: after a move the chosen child's subtree becomes the root (minigo's MctsTree::PlayMove), and
+//   the next search adds its readouts to the visits it kept; self-play clears it before a full move when
+//   fast moves are on (minigo's ClearSubtrees), so recorded searches start from a fresh, noised root.
 // Torch-free: the network is a BatchEvaluator the workload provides.
 #include <cstdint>
 #include <functional>
@@ -28,6 +35,7 @@ struct MctsOptions {
   double noise_mix = 0.25;
   bool target_pruning = true;
   bool random_symmetry = true;
+  bool allow_pass = true;  // false: a pass is read only where no point is legal
 };
 
 // Evaluates `batch` positions for network `model`: features are uint8 planes (batch x 13 x size x size);
@@ -35,13 +43,17 @@ struct MctsOptions {
 using BatchEvaluator =
     std::function<void(int model, const uint8_t* features, int batch, float* policy, float* values)>;
 
-// One search tree over the position of a Game. Storage is sized once for `max_readouts` (no allocation per
-// move); the tree is rebuilt for every move.
+// One search tree over the position of a Game. Storage is reserved for one search's readouts and grows to
+// the largest tree kept (no allocation per move once it has).
 class SearchTree {
  public:
   SearchTree(int size, const MctsOptions& options);
 
+  // A fresh root at the game's position.
   void reset(const Game& game);
+  // The game (the one given to reset) has played `move`: that child's subtree becomes the root, with its
+  // visits, values and priors; a fresh root when the search never expanded that child.
+  void advance(Move move);
   // Selects up to `count` leaves (fewer when a selection runs into a pending leaf). Terminal leaves (two
   // passes, or the game's length limit) are backed up with the score at once; every other leaf gets its
   // features written at features + k * feature_size() and must be answered by apply_evaluations().
@@ -53,8 +65,8 @@ class SearchTree {
   int root_visits() const { return nodes_[0].visits; }
   // Mean value at the root from Black's side.
   double root_value() const;
-  // The move after the search: sampled with probability proportional to visits^0.98 when `soft`, else
-  // the most visited (legal) move.
+  // The move after the search: when `soft`, a point sampled with probability proportional to visits^0.98
+  // (a pass only when no point has a visit), else the most visited (legal) move.
   Move pick_move(bool soft, data::Rng& rng) const;
   // The recorded policy target: visit counts (pruned when target_pruning is on), normalized.
   void visit_distribution(float* pi) const;
@@ -93,6 +105,10 @@ class SearchTree {
   std::vector<uint64_t> path_hashes_;
   std::vector<uint8_t> scratch_features_;
   mutable std::vector<double> per_move_;  // noise or pruned counts, one per move
+  // advance() copies the kept subtree into these and swaps them with the live storage.
+  std::vector<Node> spare_nodes_;
+  std::vector<float> spare_priors_;
+  std::vector<int32_t> spare_children_, copied_from_;
 };
 
 // One training example: the position's planes, the search's visit distribution, the game's outcome.
@@ -137,8 +153,10 @@ struct PlayOptions {
 };
 
 struct PlayStats {
-  int64_t moves = 0;
+  int64_t moves = 0;  // searched moves (not the passes that end a game once the whole board is pass-alive)
   int64_t evaluations = 0;  // network evaluations (positions)
+  int64_t searched_visits = 0;  // root visits when the moves were played
+  int64_t reused_visits = 0;    // of those, the visits the searches started with (tree reuse)
   int64_t batches = 0;      // network calls
   double mean_batch() const { return batches ? static_cast<double>(evaluations) / static_cast<double>(batches) : 0; }
 };

@@ -169,6 +169,32 @@ TEST(GoBoard, PassAliveRegionsAreResolvedBeforeAreaCounting) {
   EXPECT_EQ(unresolved[point(0, 0, 5)], kEmpty);
 }
 
+// Self-play ends a game with passes once every empty point lies in a pass-alive region (nothing either side
+// plays can change the score); one open region is enough to go on.
+TEST(GoBoard, WholeBoardPassAliveWhenEveryEmptyPointIsSettled) {
+  const Game settled = setup({".X.X.",  //
+                              "XXXXX",  //
+                              "OOOOO",  //
+                              "O.O.O",  //
+                              "OOOOO"},
+                             kBlack, 0.5);
+  const auto regions = settled.position().pass_alive_regions();
+  EXPECT_EQ(regions[point(0, 2, 5)], kBlack);
+  EXPECT_EQ(regions[point(3, 1, 5)], kWhite);
+  EXPECT_EQ(regions[point(1, 1, 5)], kEmpty) << "a pass-alive chain's own stones are not a region";
+  EXPECT_TRUE(settled.position().whole_board_pass_alive());
+  const Game open = setup({".O.X.",  //
+                           "XXXXX",  //
+                           ".....",  //
+                           ".....",  //
+                           "....."},
+                          kBlack, 0.5);
+  EXPECT_EQ(open.position().pass_alive_regions()[point(0, 1, 5)], kBlack) << "the white stone in Black's eye is dead";
+  EXPECT_EQ(open.position().pass_alive_regions()[point(3, 3, 5)], kEmpty);
+  EXPECT_FALSE(open.position().whole_board_pass_alive());
+  EXPECT_FALSE(Game(5, 0.5).position().whole_board_pass_alive());
+}
+
 TEST(GoFeatures, Mlperf07PlanesFollowTheSideToMove) {
   Game game(5, 7.5);
   game.play(point(2, 2, 5));  // Black

@@ -135,6 +135,97 @@ TEST(GoMcts, TargetPruningOnlyTakesVisitsFromTheOtherMoves) {
   }
 }
 
+// Runs searches on `tree` until its root has `readouts` visits.
+void search_to(SearchTree& tree, int readouts, const BatchEvaluator& evaluate, data::Rng& rng) {
+  const int vl = 4, moves = tree.feature_size() / Position::kPlanes + 1;
+  std::vector<uint8_t> features(static_cast<size_t>(vl * tree.feature_size()));
+  std::vector<float> policy(static_cast<size_t>(vl * moves)), values(vl);
+  while (!tree.root_expanded() || tree.root_visits() < readouts) {
+    const int leaves = tree.select_leaves(vl, features.data(), rng);
+    evaluate(0, features.data(), leaves, policy.data(), values.data());
+    tree.apply_evaluations(policy.data(), values.data());
+  }
+}
+
+int children_visits(const SearchTree& tree, int points) {
+  int visits = 0;
+  for (int m = 0; m <= points; ++m) visits += tree.child_visits(static_cast<Move>(m));
+  return visits;
+}
+
+// After a move the chosen child's subtree is the new root (minigo's MctsTree::PlayMove): its visits are the
+// root's, its children's visits are the grandchildren's, and the next search adds to them.
+TEST(GoMcts, TreeReuseCarriesTheChosenChildsVisitsOver) {
+  Game game(5, 0.5);
+  MctsOptions options;
+  options.readouts = 200;
+  options.virtual_losses = 4;
+  SearchTree tree(5, options);
+  tree.reset(game);
+  data::Rng rng(4);
+  const BatchEvaluator evaluate = material_evaluator(5);
+  search_to(tree, options.readouts, evaluate, rng);
+  const Move move = tree.pick_move(false, rng);
+  const int kept = tree.child_visits(move);
+  ASSERT_GT(kept, 10);
+  game.play(move);
+  tree.advance(move);
+  EXPECT_TRUE(tree.root_expanded());
+  EXPECT_EQ(tree.root_visits(), kept);
+  EXPECT_EQ(children_visits(tree, 25), kept - 1) << "the grandchildren's visits came along";
+  const Move reply = tree.pick_move(false, rng);
+  const int reply_visits = tree.child_visits(reply);
+  EXPECT_GT(reply_visits, 0);
+  Move unexplored = -1;
+  for (int m = 0; m < 25 && unexplored < 0; ++m)
+    if (tree.child_visits(static_cast<Move>(m)) == 0 && game.is_legal(static_cast<Move>(m))) unexplored = static_cast<Move>(m);
+  search_to(tree, kept + options.readouts, evaluate, rng);
+  EXPECT_EQ(tree.root_visits(), kept + options.readouts);
+  EXPECT_EQ(children_visits(tree, 25), tree.root_visits() - 1);
+  EXPECT_GE(tree.child_visits(reply), reply_visits) << "visits only grow";
+
+  // A move the search never expanded: a fresh root.
+  tree.reset(game);
+  search_to(tree, 4, evaluate, rng);
+  ASSERT_GE(unexplored, 0);
+  ASSERT_EQ(tree.child_visits(unexplored), 0);
+  game.play(unexplored);
+  tree.advance(unexplored);
+  EXPECT_FALSE(tree.root_expanded());
+  EXPECT_EQ(tree.root_visits(), 0);
+}
+
+// Every position's prior is half on pass, and passing at once wins for Black (komi -0.5): with allow_pass
+// the search reads the pass most, yet a soft pick plays a point (minigo's SoftPickMove); without allow_pass
+// (minigo's bootstrap) the pass is never read.
+TEST(GoMcts, PassesAreSoftPickedNeverAndReadOnlyWhenAllowed) {
+  const BatchEvaluator pass_lover = [](int, const uint8_t*, int batch, float* policy, float* values) {
+    for (int b = 0; b < batch; ++b) {
+      for (int m = 0; m < 25; ++m) policy[b * 26 + m] = 0.02f;
+      policy[b * 26 + 25] = 0.5f;
+      values[b] = 0;
+    }
+  };
+  const Game game(5, -0.5);
+  for (const bool allow_pass : {true, false}) {
+    MctsOptions options;
+    options.readouts = 64;
+    options.allow_pass = allow_pass;
+    SearchTree tree(5, options);
+    tree.reset(game);
+    data::Rng rng(6);
+    search_to(tree, options.readouts, pass_lover, rng);
+    if (allow_pass) {
+      EXPECT_GT(tree.child_visits(25), 32) << "the search reads the pass that wins";
+      ASSERT_EQ(tree.pick_move(false, rng), 25) << "the most visited move";
+      for (int pick = 0; pick < 50; ++pick) EXPECT_NE(tree.pick_move(true, rng), 25) << "soft picks choose points";
+    } else {
+      EXPECT_EQ(tree.child_visits(25), 0);
+      EXPECT_NE(tree.pick_move(false, rng), 25);
+    }
+  }
+}
+
 TEST(GoMcts, SelfPlayBatchesManyGamesAndRecordsConsistentExamples) {
   PlayOptions options;
   options.size = 5;
@@ -159,7 +250,8 @@ TEST(GoMcts, SelfPlayBatchesManyGamesAndRecordsConsistentExamples) {
     EXPECT_TRUE(record.game.over() || record.game.moves().size() >= 50u);
     EXPECT_EQ(record.winner, record.score > 0 ? kBlack : kWhite);
   }
-  EXPECT_EQ(stats.moves, moves);
+  EXPECT_LE(stats.moves, moves);
+  EXPECT_GE(stats.moves, moves - 2 * static_cast<int64_t>(records.size())) << "only the closing passes are not searched";
   EXPECT_GT(examples.count(), 0);
   EXPECT_LT(examples.count(), moves) << "fast moves are not recorded";
   ASSERT_EQ(examples.features.size(), static_cast<size_t>(examples.count()) * Position::kPlanes * 25);
@@ -168,6 +260,34 @@ TEST(GoMcts, SelfPlayBatchesManyGamesAndRecordsConsistentExamples) {
     EXPECT_NEAR(std::accumulate(pi, pi + 26, 0.0), 1.0, 1e-5);
     EXPECT_TRUE(examples.outcomes[i] == 1.0f || examples.outcomes[i] == -1.0f);
   }
+}
+
+// Without fast moves every search starts from the subtree of the move played (in a match, each player's
+// own tree); with them, each full move starts afresh (here every move is a full one, at a vanishing
+// fast-move probability).
+TEST(GoMcts, SelfPlayAndMatchesReuseTheTreeUnlessFullMovesAlternateWithFastOnes) {
+  PlayOptions options;
+  options.size = 5;
+  options.komi = 0.5;
+  options.concurrent_games = 4;
+  options.mcts.readouts = 48;
+  options.mcts.virtual_losses = 4;
+  options.fast_readouts = 8;
+  options.resign = false;
+  options.seed = 5;
+  for (const double fast_move_probability : {0.0, 1e-12}) {
+    options.fast_move_probability = fast_move_probability;
+    PlayStats stats;
+    self_play(options, 4, material_evaluator(5), nullptr, &stats);
+    if (fast_move_probability == 0)
+      EXPECT_GT(stats.reused_visits, stats.moves * 5) << "searches start with the chosen child's visits";
+    else
+      EXPECT_EQ(stats.reused_visits, 0);
+    EXPECT_EQ(stats.searched_visits, stats.moves * 48 + stats.reused_visits) << "each move adds its readouts";
+  }
+  PlayStats stats;
+  play_match(options, 2, material_evaluator(5), &stats);
+  EXPECT_GT(stats.reused_visits, stats.moves) << "each player keeps what its own search read of the reply";
 }
 
 TEST(GoMcts, MatchAlternatesColoursAndNeverResigns) {

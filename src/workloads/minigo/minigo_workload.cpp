@@ -45,6 +45,7 @@ go::MctsOptions mcts_options(const Config& config, int readouts) {
   options.dirichlet_alpha = config.number("dirichlet_alpha");
   options.noise_mix = config.number("noise_mix");
   options.target_pruning = config.boolean("target_pruning");
+  options.allow_pass = config.boolean("allow_pass");
   return options;
 }
 
@@ -100,6 +101,32 @@ void restore(MinigoNet& net, const Snapshot& tensors) {
   for (auto& tensor : net->buffers()) tensor.copy_(tensors[i++]);
 }
 
+// "007": generation numbers in folder names, so that they sort.
+std::string generation_name(int64_t generation) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%03lld", static_cast<long long>(generation));
+  return name;
+}
+
+// With `sgf_dir` set, games as SGF: <sgf_dir>/<folder>/game-NNNNN.sgf, the players named model0 and model1.
+void write_games(const Config& config, const std::string& folder, const std::vector<go::GameRecord>& records,
+                 const std::string& model0, const std::string& model1) {
+  const std::string root = config.string("sgf_dir");
+  if (root.empty()) return;
+  const fs::path dir = fs::path(root) / folder;
+  fs::create_directories(dir);
+  char name[64];
+  for (size_t i = 0; i < records.size(); ++i) {
+    const go::GameRecord& record = records[i];
+    const std::string result = record.resigned ? (record.winner == go::kBlack ? "B+R" : "W+R") : go::result_text(record.score);
+    std::snprintf(name, sizeof name, "game-%05zu.sgf", i);
+    std::ofstream out(dir / name);
+    out << go::write_sgf(go::sgf_of_game(record.game, result, record.black_model == 0 ? model0 : model1,
+                                         record.white_model == 0 ? model0 : model1));
+    if (!out) fail((dir / name).string(), "could not be written (sgf_dir)");
+  }
+}
+
 // The loop the reference runs: self-play with the latest network, then training on a window of the recent
 // generations' examples with momentum SGD on a global step that keeps counting across generations.
 class MinigoLoop {
@@ -120,11 +147,15 @@ class MinigoLoop {
   MinigoNet& net() { return net_; }
 
   // Self-play of `games` games with the current network; their full moves become generation `generation`.
+  // Generation 0 is the bootstrap: the random network's games, passes read only with bootstrap_allow_pass
+  // (minigo's bootstrap flags turn allow_pass off, so that its games are played out).
   int play_generation(int64_t generation, int64_t games, go::PlayStats* stats, const std::function<void()>& on_batch) {
     go::ExampleSet examples;
-    const go::PlayOptions options = self_play_options(config_, data::mix_seed(seed_, 1, static_cast<uint64_t>(generation)), threads_);
+    go::PlayOptions options = self_play_options(config_, data::mix_seed(seed_, 1, static_cast<uint64_t>(generation)), threads_);
+    if (generation == 0) options.mcts.allow_pass = config_.boolean("bootstrap_allow_pass");
     const auto records = go::self_play(options, static_cast<int>(games), evaluator(on_batch), &examples, stats);
-    write_games(generation, records);
+    const std::string player = "network " + std::to_string(generation);
+    write_games(config_, "generation-" + generation_name(generation), records, player, player);
     window_.push_back(std::move(examples));
     while (static_cast<int64_t>(window_.size()) > config_.integer("window_size")) window_.erase(window_.begin());
     return static_cast<int>(records.size());
@@ -187,25 +218,6 @@ class MinigoLoop {
   int64_t global_step() const { return global_step_; }
 
  private:
-  // With `sgf_dir` set, the generation's games as SGF: <sgf_dir>/generation-NNN/game-NNNNN.sgf.
-  void write_games(int64_t generation, const std::vector<go::GameRecord>& records) const {
-    const std::string root = config_.string("sgf_dir");
-    if (root.empty()) return;
-    char name[64];
-    std::snprintf(name, sizeof name, "generation-%03lld", static_cast<long long>(generation));
-    const fs::path dir = fs::path(root) / name;
-    fs::create_directories(dir);
-    const std::string player = "network " + std::to_string(generation);
-    for (size_t i = 0; i < records.size(); ++i) {
-      const go::GameRecord& record = records[i];
-      const std::string result = record.resigned ? (record.winner == go::kBlack ? "B+R" : "W+R") : go::result_text(record.score);
-      std::snprintf(name, sizeof name, "game-%05zu.sgf", i);
-      std::ofstream out(dir / name);
-      out << go::write_sgf(go::sgf_of_game(record.game, result, player, player));
-      if (!out) fail((dir / name).string(), "could not be written (sgf_dir)");
-    }
-  }
-
   const Config& config_;
   torch::Device device_;
   uint64_t seed_;
@@ -218,16 +230,49 @@ class MinigoLoop {
   int64_t global_step_ = 0;
 };
 
-// The mini and tiny target: generation `generations` of a fixed run of the preset (bootstrap games from the
-// random network, then that many generations), built from `seed`.
+// The fraction of the preset's `eval_games` games that `learner` wins against `target` with its evaluation
+// settings (colours alternating, no noise, no fast moves, no resignation); `on_batch` before every network call.
+double win_rate(const Config& config, MinigoNet& learner, MinigoNet& target, uint64_t seed, int threads,
+                const std::function<void()>& on_batch, const std::string& sgf_folder, const std::string& learner_name) {
+  const int64_t games = config.integer("eval_games");
+  const auto records = go::play_match(
+      match_options(config, seed, threads), static_cast<int>(games),
+      [&](int model, const uint8_t* features, int batch, float* policy, float* values) {
+        if (on_batch) on_batch();
+        (model == 0 ? learner : target)->evaluate(features, batch, policy, values);
+      },
+      nullptr);
+  write_games(config, sgf_folder, records, learner_name, "target");
+  int wins = 0;
+  for (const auto& record : records) wins += record.winner == (record.black_model == 0 ? go::kBlack : go::kWhite);
+  return static_cast<double>(wins) / static_cast<double>(games);
+}
+
+MinigoNet network_of(const Config& config, const Snapshot& tensors, torch::Device device) {
+  MinigoNet net(net_options(config));
+  net->to(device);
+  restore(net, tensors);
+  net->eval();
+  return net;
+}
+
+struct TargetRun {
+  MinigoNet target{nullptr};
+  Snapshot untrained;  // the run's network before its first generation
+};
+
+// The mini and tiny target: generation `target_generation` of a fixed run of the preset (bootstrap games
+// from the random network, then that many generations), built from `seed`.
 // Always 2 self-play drivers and one compute thread, so a seed gives the same network on any machine and
 // whether `data make` or a run's init builds it.
-MinigoNet build_target(const Config& config, torch::Device device, int64_t seed) {
+TargetRun build_target(const Config& config, torch::Device device, int64_t seed) {
   const Config recipe(config.name() + ": dataset", config.values().at("dataset"));
   const int threads_before = torch::get_num_threads();
   torch::set_num_threads(1);
   torch::manual_seed(seed);
   MinigoLoop loop(config, device, static_cast<uint64_t>(seed) ^ 0x7461726765740000ULL, 2);
+  TargetRun run;
+  run.untrained = snapshot_of(loop.net());
   const int64_t generations = recipe.integer("target_generation");
   for (int64_t generation = 1; generation <= generations; ++generation) {
     loop.play_generation(generation - 1,
@@ -236,7 +281,8 @@ MinigoNet build_target(const Config& config, torch::Device device, int64_t seed)
     loop.train_generation([](int64_t, double) {});
   }
   torch::set_num_threads(threads_before);
-  return loop.net();
+  run.target = loop.net();
+  return run;
 }
 
 MinigoNet load_target(const Config& config, const std::string& path, torch::Device device) {
@@ -323,24 +369,10 @@ class MinigoWorkload : public WorkloadBase {
 
   Metric evaluate(const Block& block, RunControl& control) override {
     const auto generation = static_cast<size_t>(block.first_epoch_num);
-    MinigoNet learner(net_options(config_));
-    learner->to(device_);
-    restore(learner, saved_.at(generation - 1));
-    learner->eval();
-    const int64_t games = config_.integer("eval_games");
-    const go::PlayOptions options =
-        match_options(config_, data::mix_seed(static_cast<uint64_t>(settings_.seed), 2, generation), settings_.threads);
-    const auto records = go::play_match(
-        options, static_cast<int>(games),
-        [&](int model, const uint8_t* features, int batch, float* policy, float* values) {
-          control.check_interrupt();
-          (model == 0 ? learner : target_)->evaluate(features, batch, policy, values);
-        },
-        nullptr);
-    int wins = 0;
-    for (const auto& record : records)
-      wins += record.winner == (record.black_model == 0 ? go::kBlack : go::kWhite);
-    return static_cast<double>(wins) / static_cast<double>(games);
+    MinigoNet learner = network_of(config_, saved_.at(generation - 1), device_);
+    return win_rate(config_, learner, target_, data::mix_seed(static_cast<uint64_t>(settings_.seed), 2, generation),
+                    settings_.threads, [&] { control.check_interrupt(); }, "evaluation-" + generation_name(generation),
+                    "network " + std::to_string(generation));
   }
 
  private:
@@ -352,7 +384,7 @@ class MinigoWorkload : public WorkloadBase {
     if (!settings_.data_dir.empty()) return load_target(config_, (fs::path(settings_.data_dir) / kTargetFile).string(), device_);
     if (!config_.values().contains("dataset"))
       fail(config_.name() + ": target_model", "the reference preset needs the target model: --set target_model=PATH");
-    return build_target(config_, device_, kDefaultTargetSeed);
+    return build_target(config_, device_, kDefaultTargetSeed).target;
   }
 
   std::optional<MinigoLoop> loop_;
@@ -361,15 +393,26 @@ class MinigoWorkload : public WorkloadBase {
   std::vector<Snapshot> saved_;
 };
 
-// `trainbench data make minigo`: the preset's target network, saved as target.pt with a note of its recipe.
+// `trainbench data make minigo`: the preset's target network, saved as target.pt with a note of its recipe
+// and of its strength: the win rate of its run's untrained network against it, in the preset's evaluation
+// games (what a learner must turn into at least 0.5).
 void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
   if (!config.values().contains("dataset"))
     fail("--preset " + config.name(), "has no generated target; the reference's target model is given with --set target_model=PATH");
   fs::create_directories(out_dir);
-  MinigoNet target = build_target(config, torch::kCPU, seed);
-  torch::save(target, (fs::path(out_dir) / kTargetFile).string());
+  TargetRun run = build_target(config, torch::kCPU, seed);
+  torch::save(run.target, (fs::path(out_dir) / kTargetFile).string());
+  MinigoNet untrained = network_of(config, run.untrained, torch::kCPU);
+  const double untrained_win_rate = win_rate(config, untrained, run.target, static_cast<uint64_t>(seed) ^ 0x756e747261696e00ULL, 2, nullptr,
+                                             "untrained-against-target", "untrained network");
   std::ofstream((fs::path(out_dir) / "target.json"))
-      << nlohmann::json{{"preset", config.preset()}, {"seed", seed}, {"recipe", config.values().at("dataset")}}.dump(2) << "\n";
+      << nlohmann::json{{"preset", config.preset()},
+                        {"seed", seed},
+                        {"recipe", config.values().at("dataset")},
+                        {"untrained_win_rate", untrained_win_rate},
+                        {"eval_games", config.integer("eval_games")}}
+             .dump(2)
+      << "\n";
 }
 
 void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
@@ -391,9 +434,28 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
                 static_cast<long long>(config.integer("virtual_losses")), static_cast<long long>(config.integer("board_size")),
                 static_cast<long long>(config.integer("board_size")));
   out << line;
-  // Training: the full step on a batch of random positions already in memory.
-  const int64_t size = config.integer("board_size"), points = size * size, batch = run.global_batch;
+  // Inference: one self-play driver's full batch (its concurrent games x virtual losses) through the
+  // evaluator MCTS calls, uint8 planes in, probabilities and values out; bench/peers/minigo_inference.py
+  // times python3-torch on the same batch.
+  const int64_t size = config.integer("board_size"), points = size * size;
+  const int64_t inference_batch =
+      std::max<int64_t>(1, config.integer("concurrent_games") / settings.threads) * config.integer("virtual_losses");
   data::Rng rng(static_cast<uint64_t>(settings.seed));
+  std::vector<uint8_t> planes(static_cast<size_t>(inference_batch * go::Position::kPlanes * points));
+  for (auto& value : planes) value = static_cast<uint8_t>(rng.below(2));
+  std::vector<float> priors(static_cast<size_t>(inference_batch * (points + 1))), values(static_cast<size_t>(inference_batch));
+  const double call_time = run.median_step_seconds(
+      [&] { loop.net()->evaluate(planes.data(), static_cast<int>(inference_batch), priors.data(), values.data()); });
+  std::snprintf(line, sizeof line,
+                "inference     %10.1f positions/s  (batch %lld: %lld games / %d threads x %lld virtual losses, %d threads, "
+                "median of %lld calls: %.5f s/call)\n",
+                static_cast<double>(inference_batch) / call_time, static_cast<long long>(inference_batch),
+                static_cast<long long>(config.integer("concurrent_games")), settings.threads,
+                static_cast<long long>(config.integer("virtual_losses")), settings.threads,
+                static_cast<long long>(bench_settings.steps), call_time);
+  out << line;
+  // Training: the full step on a batch of random positions already in memory.
+  const int64_t batch = run.global_batch;
   std::vector<uint8_t> features(static_cast<size_t>(batch * go::Position::kPlanes * points));
   for (auto& value : features) value = static_cast<uint8_t>(rng.below(2));
   std::vector<float> policies(static_cast<size_t>(batch * (points + 1)), 1.0f / static_cast<float>(points + 1));

@@ -4,6 +4,7 @@
 // win rate through run_benchmark and its log passes the project's v1.1 review.
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -119,6 +120,11 @@ TEST(MinigoModel, BatchedInferenceMatchesTheForwardPass) {
 TEST(MinigoQualityGate, TinyPresetBeatsItsTargetAndPassesReview) {
   const testing::QualityGateRun gate("minigo", 2024);
   EXPECT_TRUE(fs::exists(gate.data_dir() / "target.pt"));
+  // How strong the target is: its run's untrained network's win rate against it, as `data make` measured it.
+  std::ifstream note(gate.data_dir() / "target.json");
+  const auto recipe = nlohmann::json::parse(note);
+  std::printf("minigo tiny target: the untrained network wins %.4f of %d games against it\n",
+              recipe.at("untrained_win_rate").get<double>(), recipe.at("eval_games").get<int>());
   EXPECT_LT(gate.outcome().last_metric.part(""), 1.0) << "the rules' bound: a win rate below 1";
 }
 
