@@ -531,6 +531,24 @@ TEST_F(RunnerTest, TimeSplitAccountsForKnownSleepsAndAddsUpToTheTimedRegion) {
   EXPECT_NEAR(logged["metadata"]["shares"]["evaluation"].get<double>(), split.share(split.evaluation), 5e-5);
 }
 
+// The wall time is the log's clock; should the harness's measurements exceed it (a clock coarser than the
+// steady clock), they shrink to fit and the parts still add up to run_start..run_stop.
+TEST_F(RunnerTest, TimeSplitFitsALogClockShorterThanTheMeasuredParts) {
+  ScriptedWorkload workload;
+  workload.description.schedule = {1, 1, 1};
+  workload.input_wait = std::chrono::milliseconds(20);
+  workload.compute = std::chrono::milliseconds(60);
+  workload.metrics = {0.9};
+  int64_t now_ms = 0;
+  const RunOutcome outcome = run_benchmark(workload, options_, [&] { return now_ms += 1; });  // 1 ms a line
+  const TimeSplit& split = outcome.time_split;
+  EXPECT_LT(outcome.minutes * 60, 0.08);
+  EXPECT_NEAR(split.total(), outcome.minutes * 60, 1e-9);
+  EXPECT_GT(split.training_compute, split.input_wait);  // in proportion
+  for (const double part : {split.training_compute, split.input_wait, split.evaluation, split.rank_wait, split.other})
+    EXPECT_GE(part, 0);
+}
+
 TEST(TimeSplit, SummaryGivesEachPartsSecondsAndShare) {
   const TimeSplit split{6, 0.4, 2, 0, 1.6};
   EXPECT_EQ(split.text(), "training compute 6.000 s (60.0%), input wait 0.400 s (4.0%), evaluation 2.000 s (20.0%), "
