@@ -1,5 +1,6 @@
 #include "harness/runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -77,14 +78,9 @@ TimeSplit split_time(const TimedParts& parts, int64_t wall_ms) {
 // trainbench_time_split: each part's seconds as the value, their shares (of run_start to run_stop) in the
 // metadata.
 std::pair<nlohmann::json, nlohmann::ordered_json> time_split_json(const TimeSplit& split) {
-  const std::pair<const char*, double> parts[] = {{"training_compute", split.training_compute},
-                                                  {"input_wait", split.input_wait},
-                                                  {"evaluation", split.evaluation},
-                                                  {"rank_wait", split.rank_wait},
-                                                  {"other", split.other}};
   nlohmann::json seconds;
   nlohmann::ordered_json shares;
-  for (const auto& [name, value] : parts) {
+  for (const auto& [name, value] : split.parts()) {
     seconds[name] = value;
     shares[name] = std::round(split.share(value) * 1e4) / 1e4;
   }
@@ -222,16 +218,18 @@ Metric evaluate_block(Workload& workload, const Block& block, MlLogger& log, Run
 
 }  // namespace
 
+std::vector<std::pair<std::string, double>> TimeSplit::parts() const {
+  return {{"training_compute", training_compute}, {"input_wait", input_wait}, {"evaluation", evaluation},
+          {"rank_wait", rank_wait}, {"other", other}};
+}
+
 std::string TimeSplit::text() const {
-  const std::pair<const char*, double> parts[] = {{"training compute", training_compute},
-                                                  {"input wait", input_wait},
-                                                  {"evaluation", evaluation},
-                                                  {"rank wait", rank_wait},
-                                                  {"other", other}};
   std::string text;
-  for (const auto& [name, seconds] : parts) {
+  for (auto [name, seconds] : parts()) {
+    std::replace(name.begin(), name.end(), '_', ' ');
     char part[96];
-    std::snprintf(part, sizeof part, "%s%s %.3f s (%.1f%%)", text.empty() ? "" : ", ", name, seconds, 100 * share(seconds));
+    std::snprintf(part, sizeof part, "%s%s %.3f s (%.1f%%)", text.empty() ? "" : ", ", name.c_str(), seconds,
+                  100 * share(seconds));
     text += part;
   }
   return text;

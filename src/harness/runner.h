@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "harness/mllog.h"
 #include "harness/rank_group.h"
@@ -48,6 +50,8 @@ struct TimeSplit {
   double other = 0;             // everything else: opening the data, logging, progress (wall time less the rest)
   double total() const { return training_compute + input_wait + evaluation + rank_wait + other; }
   double share(double part) const { return total() > 0 ? part / total() : 0; }
+  // Each part under its log name ("training_compute", ...), in this order.
+  std::vector<std::pair<std::string, double>> parts() const;
   // "training compute 12.345 s (91.2%), input wait 0.054 s (0.4%), evaluation ..., rank wait ..., other ..."
   std::string text() const;
 };
