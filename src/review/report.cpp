@@ -395,7 +395,7 @@ ReportFiles render_report(const std::vector<ReportInput>& inputs, const ReportOp
         for (const auto& part : run.time_split) wall += part.second;
         std::string parts_html, parts_md;
         for (const auto& [part, seconds] : run.time_split) {
-          const std::string amount = format("%.1f s", seconds) + format(" (%.1f%%)", wall > 0 ? 100 * seconds / wall : 0);
+          const std::string amount = format("%.3f s", seconds) + format(" (%.1f%%)", wall > 0 ? 100 * seconds / wall : 0);
           std::string name = part;
           std::replace(name.begin(), name.end(), '_', ' ');
           parts_html += (parts_html.empty() ? "" : ", ") + text(name) + " " + amount;
