@@ -136,7 +136,8 @@ void print_run_summary(int run, const RunOptions& options, const RunOutcome& out
   }
   std::printf("run %d (seed %lld): %s in %.3f minutes%s%s -> %s\n", run, static_cast<long long>(options.seed),
               result.c_str(), outcome.minutes, progress.c_str(), rate.c_str(), outcome.result_path.c_str());
-  if (outcome.time_split.total() > 0) std::printf("  timed region: %s\n", outcome.time_split.text().c_str());
+  if (outcome.time_split.total() > 0)
+    std::printf("  timed region %.3f s: %s\n", outcome.time_split.total(), outcome.time_split.text().c_str());
 }
 
 // A system name is a folder under --out and the log's submission_platform: one plain path component.

@@ -1,5 +1,6 @@
 #include "harness/runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <unistd.h>
 
 #include "harness/interrupt.h"
@@ -49,21 +51,40 @@ struct TimedParts {
   double evaluation = 0;         // evaluate() and its lines
 };
 
-TimeSplit split_time(const TimedParts& parts, double total_seconds) {
+// The split of a timed region of `wall_ms` on the log's clock. The measured parts are rounded to whole
+// milliseconds and "other" is the remainder, so the parts add up to the wall time exactly. The parts are
+// read on the steady clock and the wall on the log's; should they exceed it by the clocks' granularity, they
+// are scaled down to fit.
+TimeSplit split_time(const TimedParts& parts, int64_t wall_ms) {
+  const auto to_ms = [](double seconds) { return std::max<int64_t>(0, std::llround(seconds * 1000)); };
+  int64_t measured[] = {to_ms(parts.train - parts.input_wait - parts.rank_wait_in_train), to_ms(parts.input_wait),
+                        to_ms(parts.evaluation), to_ms(parts.rank_wait_in_train + parts.rank_wait)};
+  int64_t sum = 0;
+  for (const int64_t part : measured) sum += part;
+  if (sum > wall_ms) {
+    const int64_t over = sum;
+    sum = 0;
+    for (int64_t& part : measured) sum += part = part * std::max<int64_t>(0, wall_ms) / over;
+  }
   TimeSplit split;
-  split.input_wait = parts.input_wait;
-  split.rank_wait = parts.rank_wait_in_train + parts.rank_wait;
-  split.training_compute = std::max(0.0, parts.train - parts.input_wait - parts.rank_wait_in_train);
-  split.evaluation = parts.evaluation;
-  // The rest of the wall time; the log's clock counts milliseconds, so a sliver below zero is rounding.
-  split.other = std::max(0.0, total_seconds - split.training_compute - split.input_wait - split.rank_wait - split.evaluation);
+  split.training_compute = measured[0] / 1000.0;
+  split.input_wait = measured[1] / 1000.0;
+  split.evaluation = measured[2] / 1000.0;
+  split.rank_wait = measured[3] / 1000.0;
+  split.other = std::max<int64_t>(0, wall_ms - sum) / 1000.0;
   return split;
 }
 
-nlohmann::json time_split_json(const TimeSplit& split) {
-  const auto seconds = [](double value) { return std::round(value * 1000) / 1000; };
-  return {{"training_compute", seconds(split.training_compute)}, {"input_wait", seconds(split.input_wait)},
-          {"evaluation", seconds(split.evaluation)}, {"rank_wait", seconds(split.rank_wait)}, {"other", seconds(split.other)}};
+// trainbench_time_split: each part's seconds as the value, their shares (of run_start to run_stop) in the
+// metadata.
+std::pair<nlohmann::json, nlohmann::ordered_json> time_split_json(const TimeSplit& split) {
+  nlohmann::json seconds;
+  nlohmann::ordered_json shares;
+  for (const auto& [name, value] : split.parts()) {
+    seconds[name] = value;
+    shares[name] = std::round(split.share(value) * 1e4) / 1e4;
+  }
+  return {seconds, {{"unit", "seconds"}, {"shares", shares}}};
 }
 
 // Where a run is in its schedule while a block trains, in the schedule's unit: epochs trained (fractional),
@@ -103,8 +124,14 @@ class HarnessControl : public RunControl {
     if (const int signal_number = pending_interrupt()) throw RunInterrupted{signal_number};
   }
 
-  void add_input_wait(double seconds) override { parts_.input_wait += seconds; }
-  void add_rank_wait(double seconds) override { parts_.rank_wait_in_train += seconds; }
+  // Waits count as such inside train(); inside evaluate() they are part of the evaluation.
+  void set_training(bool training) { training_ = training; }
+  void add_input_wait(double seconds) override {
+    if (training_) parts_.input_wait += seconds;
+  }
+  void add_rank_wait(double seconds) override {
+    if (training_) parts_.rank_wait_in_train += seconds;
+  }
 
   int64_t total_samples() const { return total_samples_; }
 
@@ -115,6 +142,7 @@ class HarnessControl : public RunControl {
   TimedParts& parts_;
   Block block_;
   int64_t block_samples_ = 0, total_samples_ = 0;
+  bool training_ = false;
 };
 
 // Rank 0's result log. Lines wait in memory until open(), which reserves the file: a run refused while the
@@ -159,7 +187,9 @@ void train_block(Workload& workload, const Block& block, MlLogger& log, RankGrou
   const int64_t block_start_ms = log.start("block_start", nullptr, block_metadata);
   control.begin_block(block);
   const auto train_start = SteadyClock::now();
+  control.set_training(true);
   const BlockReport local = workload.train(block, control);
+  control.set_training(false);
   parts.train += seconds_since(train_start);
   std::vector<double> totals{static_cast<double>(local.samples), local.mean_loss, static_cast<double>(local.skipped_files)};
   const auto sum_start = SteadyClock::now();
@@ -188,12 +218,20 @@ Metric evaluate_block(Workload& workload, const Block& block, MlLogger& log, Run
 
 }  // namespace
 
+std::vector<std::pair<std::string, double>> TimeSplit::parts() const {
+  return {{"training_compute", training_compute}, {"input_wait", input_wait}, {"evaluation", evaluation},
+          {"rank_wait", rank_wait}, {"other", other}};
+}
+
 std::string TimeSplit::text() const {
-  const double wall = total();
-  const auto share = [&](double part) { return wall > 0 ? 100 * part / wall : 0.0; };
-  char text[160];
-  std::snprintf(text, sizeof text, "%.1f%% training compute, %.1f%% input wait, %.1f%% evaluation, %.1f%% rank wait, %.1f%% other",
-                share(training_compute), share(input_wait), share(evaluation), share(rank_wait), share(other));
+  std::string text;
+  for (auto [name, seconds] : parts()) {
+    std::replace(name.begin(), name.end(), '_', ' ');
+    char part[96];
+    std::snprintf(part, sizeof part, "%s%s %.3f s (%.1f%%)", text.empty() ? "" : ", ", name.c_str(), seconds,
+                  100 * share(seconds));
+    text += part;
+  }
   return text;
 }
 
@@ -326,8 +364,9 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     const int64_t stop_ms = passing_model_saved_ms.value_or(log.now_ms());
     const double timed_seconds = (stop_ms - run_start_ms) / 1000.0;
     if (timed_seconds > 0) outcome.samples_per_second = total_samples[0] / timed_seconds;
-    outcome.time_split = split_time(parts, timed_seconds);
-    log.event("trainbench_time_split", time_split_json(outcome.time_split), {{"unit", "seconds"}});
+    outcome.time_split = split_time(parts, stop_ms - run_start_ms);
+    const auto [split_seconds, split_metadata] = time_split_json(outcome.time_split);
+    log.event("trainbench_time_split", split_seconds, split_metadata);
     if (progress) progress->finish();
     stop_clock(outcome.converged ? "success" : "aborted", "", stop_ms);
   } catch (const RunInterrupted& interrupt) {

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "harness/mllog.h"
 #include "harness/rank_group.h"
@@ -37,16 +39,20 @@ struct RunOptions {
   RankGroup* ranks = nullptr;
 };
 
-// Where the timed region (run_start to run_stop) went, in seconds; the parts add up to its wall time. Logged
-// as trainbench_time_split. Rank waits are rank 0's; input waits and training compute are rank 0's as well.
+// Where the timed region (run_start to run_stop) went, in seconds; the parts add up to its wall time on the
+// log's clock (whole milliseconds), so their shares add up to 1. Logged as trainbench_time_split. The parts
+// are rank 0's view.
 struct TimeSplit {
   double training_compute = 0;  // train() less its input and rank waits
   double input_wait = 0;        // train() blocked on the input pipeline
-  double evaluation = 0;        // evaluate() and its log lines
+  double evaluation = 0;        // evaluate() and its log lines, waits inside it included
   double rank_wait = 0;         // communication that did not overlap compute, and the harness's barriers and sums
-  double other = 0;             // everything else: opening the data, logging, progress
+  double other = 0;             // everything else: opening the data, logging, progress (wall time less the rest)
   double total() const { return training_compute + input_wait + evaluation + rank_wait + other; }
-  // "91.2% training compute, 0.4% input wait, 6.1% evaluation, 0.0% rank wait, 2.3% other"
+  double share(double part) const { return total() > 0 ? part / total() : 0; }
+  // Each part under its log name ("training_compute", ...), in this order.
+  std::vector<std::pair<std::string, double>> parts() const;
+  // "training compute 12.345 s (91.2%), input wait 0.054 s (0.4%), evaluation ..., rank wait ..., other ..."
   std::string text() const;
 };
 

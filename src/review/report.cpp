@@ -395,11 +395,11 @@ ReportFiles render_report(const std::vector<ReportInput>& inputs, const ReportOp
         for (const auto& part : run.time_split) wall += part.second;
         std::string parts_html, parts_md;
         for (const auto& [part, seconds] : run.time_split) {
-          const std::string share = format("%.1f%%", wall > 0 ? 100 * seconds / wall : 0);
+          const std::string amount = format("%.3f s", seconds) + format(" (%.1f%%)", wall > 0 ? 100 * seconds / wall : 0);
           std::string name = part;
           std::replace(name.begin(), name.end(), '_', ' ');
-          parts_html += (parts_html.empty() ? "" : ", ") + text(name) + " " + share;
-          parts_md += (parts_md.empty() ? "" : ", ") + markdown_cell(name) + " " + share;
+          parts_html += (parts_html.empty() ? "" : ", ") + text(name) + " " + amount;
+          parts_md += (parts_md.empty() ? "" : ", ") + markdown_cell(name) + " " + amount;
         }
         const std::string seconds = format("%.1f", wall);
         split_html += "<tr><td>" + text(row.folder) + "</td><td>" + text(row.system) + "</td><td>" + text(benchmark) +

@@ -62,14 +62,17 @@ class LossMeter {
   int64_t steps_ = 0;
 };
 
-// Calls `fetch` (the next batch from the input pipeline) and reports the time it blocked to the harness as
-// input wait, so the run's time split can tell a starved step from a slow one.
+// Calls `fetch` (the next batch from the input pipeline, or a batch assembled on the training thread) and
+// reports the time it took to the harness as input wait, so the run's time split can tell a starved step
+// from a slow one. `fetch` may return nothing (it fills the workload's own buffers).
 template <typename Fetch>
 auto fetch_input(RunControl& control, Fetch&& fetch) -> decltype(fetch()) {
-  const auto start = std::chrono::steady_clock::now();
-  auto batch = fetch();
-  control.add_input_wait(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return batch;
+  struct Report {
+    RunControl& control;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    ~Report() { control.add_input_wait(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()); }
+  } report{control};
+  return fetch();
 }
 
 // For one block of training: reports the time the block's gradient all-reduces kept the step waiting (what

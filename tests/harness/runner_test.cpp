@@ -46,6 +46,8 @@ class ScriptedWorkload : public Workload {
   int steps_per_block = 1;
   // Known time per block: waiting for input, computing, and per evaluation (for the time split).
   std::chrono::milliseconds input_wait{0}, compute{0}, evaluation{0};
+  // Of `evaluation`, reported as input wait (evaluate() reading its data): the harness counts it as evaluation.
+  std::chrono::milliseconds evaluation_input_wait{0};
   std::vector<HyperParameter> logged_per_block;
 
   WorkloadDescription describe() const override { return description; }
@@ -70,9 +72,10 @@ class ScriptedWorkload : public Workload {
     for (int step = 0; step < steps_per_block; ++step) control.step(samples_per_step, 1.0);
     return {samples_per_step * steps_per_block, 1.0, 0, logged_per_block};
   }
-  Metric evaluate(const Block& block, RunControl&) override {
+  Metric evaluate(const Block& block, RunControl& control) override {
     calls.push_back("evaluate " + std::to_string(static_cast<int>(block.last_epoch_num())));
     std::this_thread::sleep_for(evaluation);
+    control.add_input_wait(std::chrono::duration<double>(evaluation_input_wait).count());
     return metrics.at(evaluations_++);
   }
 
@@ -490,27 +493,67 @@ TEST_F(RunnerTest, ProgressLineShowsFractionalEpochsForAnEpochSchedule) {
 }
 
 // The timed region splits into training compute, input wait, evaluation, rank wait and the rest, and the
-// parts add up to run_stop - run_start.
+// parts add up to run_stop - run_start: in the outcome, the summary line and the log.
 TEST_F(RunnerTest, TimeSplitAccountsForKnownSleepsAndAddsUpToTheTimedRegion) {
   ScriptedWorkload workload;
-  workload.description.schedule = {1, 1, 3};
-  workload.input_wait = std::chrono::milliseconds(100);
+  workload.description.schedule = {1, 1, 2};
+  workload.input_wait = std::chrono::milliseconds(200);
   workload.compute = std::chrono::milliseconds(300);
-  workload.evaluation = std::chrono::milliseconds(200);
-  workload.metrics = {0.1, 0.2, 0.9};
+  workload.evaluation = std::chrono::milliseconds(100);
+  workload.evaluation_input_wait = std::chrono::milliseconds(50);  // inside evaluate(): evaluation, not input wait
+  workload.metrics = {0.1, 0.9};
   const RunOutcome outcome = run_benchmark(workload, options_);  // the real clock
   const TimeSplit& split = outcome.time_split;
-  EXPECT_NEAR(split.input_wait, 0.3, 0.05);
-  EXPECT_NEAR(split.training_compute, 0.9, 0.15);
-  EXPECT_NEAR(split.evaluation, 0.6, 0.1);
+  EXPECT_NEAR(split.input_wait, 0.4, 0.01);  // reported, so exact up to the millisecond
+  EXPECT_NEAR(split.training_compute, 0.6, 0.15);  // sleeps overrun on a loaded machine
+  EXPECT_NEAR(split.evaluation, 0.2, 0.1);
   EXPECT_LT(split.rank_wait, 0.01);
   EXPECT_LT(split.other, 0.1);
-  EXPECT_NEAR(split.total(), outcome.minutes * 60, 0.002);
+  EXPECT_NEAR(split.total(), outcome.minutes * 60, 1e-9);
+  EXPECT_NEAR(split.share(split.training_compute) + split.share(split.input_wait) + split.share(split.evaluation) +
+                  split.share(split.rank_wait) + split.share(split.other),
+              1, 1e-12);
+
+  // The log: seconds as the value, adding up to run_start..run_stop on the log's own clock; shares in the metadata.
   const auto records = read_log(options_.result_path);
   const auto& logged = first_record(records, "trainbench_time_split");
   EXPECT_EQ(logged["metadata"]["unit"], "seconds");
-  EXPECT_NEAR(logged["value"]["evaluation"].get<double>(), split.evaluation, 0.001);
-  EXPECT_NE(split.text().find("% training compute, "), std::string::npos);
+  const double wall = (first_record(records, "run_stop")["time_ms"].get<int64_t>() -
+                       first_record(records, "run_start")["time_ms"].get<int64_t>()) / 1000.0;
+  double seconds = 0, shares = 0;
+  for (const auto& [part, value] : split.parts()) {
+    EXPECT_EQ(logged["value"][part].get<double>(), value) << part;
+    seconds += logged["value"][part].get<double>();
+    shares += logged["metadata"]["shares"][part].get<double>();
+  }
+  EXPECT_NEAR(seconds, wall, 1e-9);
+  EXPECT_NEAR(shares, 1, 3e-4);  // five shares rounded to 4 decimals
+  EXPECT_NEAR(logged["metadata"]["shares"]["evaluation"].get<double>(), split.share(split.evaluation), 5e-5);
+}
+
+// The wall time is the log's clock; should the harness's measurements exceed it (a clock coarser than the
+// steady clock), they shrink to fit and the parts still add up to run_start..run_stop.
+TEST_F(RunnerTest, TimeSplitFitsALogClockShorterThanTheMeasuredParts) {
+  ScriptedWorkload workload;
+  workload.description.schedule = {1, 1, 1};
+  workload.input_wait = std::chrono::milliseconds(20);
+  workload.compute = std::chrono::milliseconds(60);
+  workload.metrics = {0.9};
+  int64_t now_ms = 0;
+  const RunOutcome outcome = run_benchmark(workload, options_, [&] { return now_ms += 1; });  // 1 ms a line
+  const TimeSplit& split = outcome.time_split;
+  EXPECT_LT(outcome.minutes * 60, 0.08);
+  EXPECT_NEAR(split.total(), outcome.minutes * 60, 1e-9);
+  EXPECT_GT(split.training_compute, split.input_wait);  // in proportion
+  for (const double part : {split.training_compute, split.input_wait, split.evaluation, split.rank_wait, split.other})
+    EXPECT_GE(part, 0);
+}
+
+TEST(TimeSplit, SummaryGivesEachPartsSecondsAndShare) {
+  const TimeSplit split{6, 0.4, 2, 0, 1.6};
+  EXPECT_EQ(split.text(), "training compute 6.000 s (60.0%), input wait 0.400 s (4.0%), evaluation 2.000 s (20.0%), "
+                          "rank wait 0.000 s (0.0%), other 1.600 s (16.0%)");
+  EXPECT_EQ(TimeSplit{}.share(0), 0);
 }
 
 // MiniGo's timed region ends when the passing generation was saved: the generations after it and the
@@ -527,7 +570,7 @@ TEST_F(RunnerTest, TimeSplitOfAWorkloadEvaluatedAfterTrainingStopsAtThePassingSa
   EXPECT_TRUE(outcome.converged);
   EXPECT_NEAR(outcome.time_split.training_compute, 0.2, 0.08);
   EXPECT_EQ(outcome.time_split.evaluation, 0);
-  EXPECT_NEAR(outcome.time_split.total(), outcome.minutes * 60, 0.002);
+  EXPECT_NEAR(outcome.time_split.total(), outcome.minutes * 60, 1e-9);
 }
 
 TEST(SchedulePosition, ReadsInTheScheduleUnit) {

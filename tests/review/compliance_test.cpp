@@ -61,6 +61,33 @@ TEST(Compliance, UnknownKeysAreIgnored) {
   EXPECT_TRUE(review.compliant()) << testing::dump(review.findings);
 }
 
+// trainbench_time_split, as the runner writes it just before run_stop: the review reads its parts in the
+// harness's order and judges the log exactly as without it.
+TEST(Compliance, TimeSplitIsReadAndChangesNoVerdict) {
+  const std::string path = testing::test_path("logs/good_resnet_lars.txt");
+  const std::string log = testing::read_text(path);
+  const std::string split =
+      R"(:::MLLOG {"namespace": "", "time_ms": 1862503, "event_type": "POINT_IN_TIME", "key": "trainbench_time_split", )"
+      R"("value": {"evaluation": 250.0, "input_wait": 20.25, "other": 30.252, "rank_wait": 0.0, "training_compute": 1500.0}, )"
+      R"("metadata": {"file": "runner.cpp", "lineno": 1, "unit": "seconds", "shares": {"training_compute": 0.8331, )"
+      R"("input_wait": 0.0112, "evaluation": 0.1388, "rank_wait": 0.0, "other": 0.0168}}})" "\n";
+  const size_t run_stop = log.rfind(":::MLLOG", log.find("\"run_stop\""));
+  const RunReview with_split =
+      review_log(parse_log_text(log.substr(0, run_stop) + split + log.substr(run_stop), "resnet.txt"), testing::ruleset_1_1());
+  const RunReview without = review_log(parse_log_text(log, "resnet.txt"), testing::ruleset_1_1());
+  EXPECT_TRUE(with_split.compliant()) << testing::dump(with_split.findings);
+  EXPECT_EQ(testing::dump(with_split.findings), testing::dump(without.findings));
+  EXPECT_EQ(with_split.converged(), without.converged());
+  EXPECT_EQ(with_split.minutes, without.minutes);
+  const std::vector<std::pair<std::string, double>> parts{
+      {"training_compute", 1500.0}, {"input_wait", 20.25}, {"evaluation", 250.0}, {"rank_wait", 0.0}, {"other", 30.252}};
+  EXPECT_EQ(with_split.time_split, parts);
+  double seconds = 0;
+  for (const auto& part : with_split.time_split) seconds += part.second;
+  EXPECT_NEAR(seconds, *with_split.minutes * 60, 1e-9);  // the parts add up to run_start..run_stop
+  EXPECT_TRUE(without.time_split.empty());
+}
+
 // MiniGo's 8192 games per generation are the reference's size; a trainbench preset plays fewer, and only
 // the reference configuration is held to the number.
 TEST(Compliance, PresetScaledValuesAreCheckedForTheReferenceConfigurationOnly) {

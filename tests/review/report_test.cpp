@@ -51,8 +51,9 @@ TEST(Report, MatchesTheSnapshot) {
 TEST(Report, ShowsWhereEachRunsTimeWent) {
   const ReportFiles files = render_report(two_versions(), ReportOptions{});
   // v2's result_0 logs 864.322 + 10.804 + 194.473 + 0 + 10.804 = 1080.403 s, its run_start to run_stop.
-  EXPECT_NE(files.markdown.find("| v2 | example\\_box | resnet | result\\_0 | 1080.4 | training compute 80.0%, input "
-                                "wait 1.0%, evaluation 18.0%, rank wait 0.0%, other 1.0% |"),
+  EXPECT_NE(files.markdown.find("| v2 | example\\_box | resnet | result\\_0 | 1080.4 | training compute 864.322 s (80.0%), "
+                                "input wait 10.804 s (1.0%), evaluation 194.473 s (18.0%), rank wait 0.000 s (0.0%), "
+                                "other 10.804 s (1.0%) |"),
             std::string::npos)
       << files.markdown;
   EXPECT_NE(files.html.find("<h2>Where the time went</h2>"), std::string::npos);

@@ -1,7 +1,7 @@
 #pragma once
 // For the workloads' quality-gate tests: generate a preset's dataset (dataset seed 1), train it through
 // run_benchmark exactly as `trainbench run` does, and hold the result log to the project's own v1.1
-// compliance checks (no errors, converged, reviewed as the preset it ran). The gate uses the benchmark's
+// compliance checks (no errors, converged, reviewed as the preset it ran, its time split adding up). The gate uses the benchmark's
 // `tiny` preset, sized to reach its target in well under 60 s on 2 cores (docs/testing.md says how each was
 // chosen); the full mini convergence is a benchmark command, not a test. The files live until the object dies.
 #include <chrono>
@@ -48,6 +48,7 @@ class QualityGateRun {
     std::printf("%s %s gate: %s at %s in %.1f s (build, data and training), %.3f timed minutes\n", benchmark.c_str(),
                 preset.c_str(), outcome_.last_metric.parts().empty() ? "no evaluation" : outcome_.last_metric.text().c_str(),
                 describe_position(outcome_.unit, outcome_.convergence_epoch).c_str(), seconds_, outcome_.minutes);
+    std::printf("  timed region: %s\n", outcome_.time_split.text().c_str());
 
     EXPECT_TRUE(outcome_.converged) << benchmark << " " << preset << ": " << outcome_.target.text() << " not reached; "
                                     << (outcome_.last_metric.parts().empty() ? "no evaluation" : outcome_.last_metric.text())
@@ -57,6 +58,12 @@ class QualityGateRun {
       if (finding.severity == review::Severity::kError) ADD_FAILURE() << review::format_finding(finding);
     EXPECT_TRUE(review.converged());
     EXPECT_EQ(review.preset, preset);
+    // The log's time split, as the review reads it, adds up to run_start..run_stop.
+    double split_seconds = 0;
+    for (const auto& part : review.time_split) split_seconds += part.second;
+    EXPECT_EQ(review.time_split.size(), 5u);
+    EXPECT_NEAR(split_seconds, review.minutes.value_or(0) * 60, 1e-6);
+    EXPECT_GT(outcome_.time_split.training_compute, 0);
   }
   ~QualityGateRun() { std::filesystem::remove_all(dir_); }
   QualityGateRun(const QualityGateRun&) = delete;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <optional>
 
 #include <torch/torch.h>
@@ -132,13 +133,18 @@ class DlrmWorkload : public WorkloadBase {
     BlockReport report;
     LossMeter losses(config_);
     const RankWaitReport rank_wait(*mlp_gradients_, control);
+    const double row_exchange_before = parallel_->row_exchange_seconds;
     for (int64_t step = first; step < last; ++step) {
-      const int64_t epoch = step / per_epoch;
-      if (epoch != epoch_) {
-        train_->start_epoch(epoch);
-        epoch_ = epoch;
-      }
-      fetch_input(control, [&] { return train_->next(batch_); });
+      fetch_input(control, [&] {
+        if (read_ahead_.step == step) {
+          read_ahead_.done.get();
+          std::swap(batch_, read_ahead_.batch);  // batch_'s old buffers are free: the last step's tensors are gone
+        } else {
+          if (read_ahead_.done.valid()) read_ahead_.done.get();  // a read for another step: never run two at once
+          read_step(step, batch_);
+        }
+      });
+      start_read_ahead(step + 1);
       if (batch_.size == 0) continue;
       const BatchTensors tensors = as_tensors(batch_, device_);
       const double loss =
@@ -147,6 +153,7 @@ class DlrmWorkload : public WorkloadBase {
       report.samples += batch_.size;
       control.step(batch_.size, loss);
     }
+    control.add_rank_wait(parallel_->row_exchange_seconds - row_exchange_before);
     report.mean_loss = losses.mean();  // over the steps that trained, as every workload averages
     return report;
   }
@@ -175,6 +182,22 @@ class DlrmWorkload : public WorkloadBase {
   }
 
  private:
+  // Training step `step`'s batch from the reader (global steps run on across epochs and blocks).
+  void read_step(int64_t step, data::CriteoBatch& batch) {
+    const int64_t epoch = step / train_->batches_per_epoch();
+    if (epoch != epoch_) {
+      train_->start_epoch(epoch);
+      epoch_ = epoch;
+    }
+    train_->next(batch);
+  }
+  // Reads step `step`'s batch on a helper thread while the current step computes, so the reader's pread and
+  // log transform stay off the training thread. Runs past the block (and the run's last step) by one batch.
+  void start_read_ahead(int64_t step) {
+    read_ahead_.step = step;
+    read_ahead_.done = std::async(std::launch::async, [this, step] { read_step(step, read_ahead_.batch); });
+  }
+
   Dlrm model_{nullptr};
   std::optional<dist::GradientSync> mlp_gradients_;
   std::optional<DataParallel> parallel_;
@@ -182,6 +205,11 @@ class DlrmWorkload : public WorkloadBase {
   std::optional<data::CriteoBatchReader> train_, eval_;
   data::CriteoBatch batch_;
   int64_t epoch_ = -1;
+  struct ReadAhead {  // after the reader, and `done` after `batch`: the read is joined before either goes
+    int64_t step = -1;
+    data::CriteoBatch batch;
+    std::future<void> done;
+  } read_ahead_;
 };
 
 // The day files a preset trains and evaluates on: its generated set's, or `days` (24 for Criteo 1TB).

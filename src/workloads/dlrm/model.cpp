@@ -1,5 +1,6 @@
 #include "workloads/dlrm/model.h"
 
+#include <chrono>
 #include <cmath>
 
 #include "util/error.h"
@@ -151,8 +152,10 @@ torch::Tensor train_step(Dlrm& model, DataParallel& parallel, const torch::Tenso
   if (!lookup.vectors.grad().defined()) fail("dlrm train_step", "the embedding lookup has no gradient");
   torch::Tensor rows = lookup.rows, row_gradients = lookup.vectors.grad().reshape({lookup.rows.numel(), -1});
   if (const int world = parallel.communicator.world(); world > 1) {
+    const auto exchange_start = std::chrono::steady_clock::now();
     rows = dist::allgather_concat(parallel.communicator, rows);
     row_gradients = dist::allgather_concat(parallel.communicator, row_gradients).div_(world);
+    parallel.row_exchange_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_start).count();
   }
   model->sgd_step(rows, row_gradients, learning_rate);
   return loss;

@@ -86,6 +86,9 @@ namespace trainbench::dlrm {
 struct DataParallel {
   dist::Communicator& communicator;
   dist::GradientSync& mlp_gradients;
+  // Seconds train_step blocked exchanging the touched embedding rows: nothing overlaps it, so it is all
+  // rank wait in the run's time split.
+  double row_exchange_seconds = 0;
 };
 
 // One training step: clear gradients, forward, BCE loss (mean over the batch, as the reference's BCELoss),

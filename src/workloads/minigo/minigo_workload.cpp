@@ -162,8 +162,9 @@ class MinigoLoop {
   }
 
   // One pass over filter_amount of the window's examples, each under a random symmetry; `on_step` sees
-  // every step's batch size and loss. Returns the examples trained on.
-  int64_t train_generation(const std::function<void(int64_t, double)>& on_step) {
+  // every step's batch size and loss. With `control`, assembling each batch counts as input wait (self-play
+  // before it is training: the reference's loop, the network's own work). Returns the examples trained on.
+  int64_t train_generation(const std::function<void(int64_t, double)>& on_step, RunControl* control = nullptr) {
     std::vector<std::pair<int, int64_t>> all;  // (generation in window, example)
     for (size_t g = 0; g < window_.size(); ++g)
       for (int64_t i = 0; i < window_[g].count(); ++i) all.emplace_back(static_cast<int>(g), i);
@@ -178,15 +179,20 @@ class MinigoLoop {
     std::vector<uint8_t> features(static_cast<size_t>(batch * feature_size));
     std::vector<float> policies(static_cast<size_t>(batch * (points + 1))), outcomes(static_cast<size_t>(batch));
     for (int64_t step = 0; step < steps; ++step) {
-      for (int64_t b = 0; b < batch; ++b) {
-        const auto [g, i] = all[static_cast<size_t>(step * batch + b)];
-        const go::ExampleSet& set = window_[static_cast<size_t>(g)];
-        const int symmetry = static_cast<int>(rng_.below(go::kSymmetries));
-        go::apply_symmetry(symmetry, set.features.data() + i * feature_size, features.data() + b * feature_size,
-                           go::Position::kPlanes, size);
-        go::apply_symmetry_to_policy(symmetry, set.policies.data() + i * (points + 1), policies.data() + b * (points + 1), size);
-        outcomes[static_cast<size_t>(b)] = set.outcomes[static_cast<size_t>(i)];
-      }
+      const auto assemble_batch = [&] {
+        for (int64_t b = 0; b < batch; ++b) {
+          const auto [g, i] = all[static_cast<size_t>(step * batch + b)];
+          const go::ExampleSet& set = window_[static_cast<size_t>(g)];
+          const int symmetry = static_cast<int>(rng_.below(go::kSymmetries));
+          go::apply_symmetry(symmetry, set.features.data() + i * feature_size, features.data() + b * feature_size,
+                             go::Position::kPlanes, size);
+          go::apply_symmetry_to_policy(symmetry, set.policies.data() + i * (points + 1), policies.data() + b * (points + 1),
+                                       size);
+          outcomes[static_cast<size_t>(b)] = set.outcomes[static_cast<size_t>(i)];
+        }
+      };
+      if (control) fetch_input(*control, assemble_batch);
+      else assemble_batch();
       on_step(batch, train_step(features.data(), policies.data(), outcomes.data(), batch));
     }
     net_->eval();
@@ -357,10 +363,12 @@ class MinigoWorkload : public WorkloadBase {
       games = loop_->play_generation(generation - 1, config_.integer("min_selfplay_games_per_generation"), nullptr,
                                      [&] { control.check_interrupt(); });
     LossMeter losses(config_);
-    report.samples = loop_->train_generation([&](int64_t batch, double loss) {
-      losses.add(loss, loop_->global_step());
-      control.step(batch, loss);
-    });
+    report.samples = loop_->train_generation(
+        [&](int64_t batch, double loss) {
+          losses.add(loss, loop_->global_step());
+          control.step(batch, loss);
+        },
+        &control);
     report.mean_loss = losses.mean();
     report.logged = {{"actual_selfplay_games_per_generation", games}};
     saved_.push_back(snapshot_of(loop_->net()));

@@ -187,11 +187,13 @@ class RnntWorkload : public WorkloadBase {
     const double ema = config_.number("ema");
     for (int64_t epoch = static_cast<int64_t>(block.first_epoch_num);
          epoch < static_cast<int64_t>(block.first_epoch_num + block.epoch_count); ++epoch) {
-      train_loader_->start(speech::rank_share(speech::bucketing_batches(durations_, static_cast<int>(config_.integer("num_buckets")),
-                                                                          config_.integer("batch_size"),
-                                                                          static_cast<uint64_t>(settings_.seed), epoch),
-                                              communicator_->rank(), communicator_->world()),
-                           epoch);
+      fetch_input(control, [&] {  // the bucketing sampler runs on this thread
+        train_loader_->start(speech::rank_share(speech::bucketing_batches(durations_, static_cast<int>(config_.integer("num_buckets")),
+                                                                            config_.integer("batch_size"),
+                                                                            static_cast<uint64_t>(settings_.seed), epoch),
+                                                communicator_->rank(), communicator_->world()),
+                             epoch);
+      });
       while (true) {
         std::optional<speech::SpeechBatch> batch = fetch_input(control, [&] { return train_loader_->next(); });
         if (!batch) break;
