@@ -52,7 +52,7 @@ struct EpochSharding {
 
   // The epoch's order of all ranks' sample indices: a permutation drawn from (seed, epoch, stream) when
   // shuffling, file order otherwise.
-  std::vector<int64_t> order(size_t total, bool shuffle, uint64_t seed, int64_t epoch, uint64_t stream) const {
+  static std::vector<int64_t> order(size_t total, bool shuffle, uint64_t seed, int64_t epoch, uint64_t stream) {
     std::vector<int64_t> indices(total);
     std::iota(indices.begin(), indices.end(), int64_t{0});
     if (shuffle) {

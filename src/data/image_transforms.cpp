@@ -61,34 +61,34 @@ void compute_taps(const AxisMapping& axis, int out_size, AxisTaps& taps) {
 struct ResampleScratch {
   AxisTaps horizontal;
   AxisTaps vertical;
-  std::vector<float> rows;  // horizontally resampled source rows, each out_size * 3 interleaved floats
+  std::vector<float> rows;  // horizontally resampled source rows, each out_width * 3 interleaved floats
   std::vector<float> line;  // one output row, interleaved
 };
 
-void resample_normalize(const Image& image, const AxisMapping& x_axis, const AxisMapping& y_axis, int out_size,
-                        bool flip, const Normalization& normalization, float* out) {
+void resample_normalize(const Image& image, const AxisMapping& x_axis, const AxisMapping& y_axis, int out_width,
+                        int out_height, bool flip, const Normalization& normalization, float* out) {
   thread_local ResampleScratch scratch;
-  compute_taps(x_axis, out_size, scratch.horizontal);
-  compute_taps(y_axis, out_size, scratch.vertical);
+  compute_taps(x_axis, out_width, scratch.horizontal);
+  compute_taps(y_axis, out_height, scratch.vertical);
   const AxisTaps& h = scratch.horizontal;
   const AxisTaps& v = scratch.vertical;
 
   // Only the source rows the vertical pass reads are resampled horizontally.
   int row_begin = image.height, row_end = 0;
-  for (int i = 0; i < out_size; ++i) {
+  for (int i = 0; i < out_height; ++i) {
     if (v.count[i] == 0) continue;
     row_begin = std::min(row_begin, v.first[i]);
     row_end = std::max(row_end, v.first[i] + v.count[i]);
   }
   row_end = std::max(row_end, row_begin);
-  const size_t line_floats = size_t(out_size) * 3;
+  const size_t line_floats = size_t(out_width) * 3;
   scratch.rows.resize(size_t(row_end - row_begin) * line_floats);
   scratch.line.resize(line_floats);
 
   for (int row = row_begin; row < row_end; ++row) {
     const uint8_t* source = image.rgb.data() + size_t(row) * image.width * 3;
     float* destination = scratch.rows.data() + size_t(row - row_begin) * line_floats;
-    for (int i = 0; i < out_size; ++i) {
+    for (int i = 0; i < out_width; ++i) {
       const float* weights = &h.weights[size_t(i) * h.stride];
       const uint8_t* pixel = source + size_t(h.first[i]) * 3;
       float r = 0, g = 0, b = 0;
@@ -97,7 +97,7 @@ void resample_normalize(const Image& image, const AxisMapping& x_axis, const Axi
         g += weights[k] * pixel[1];
         b += weights[k] * pixel[2];
       }
-      float* target = destination + size_t(flip ? out_size - 1 - i : i) * 3;
+      float* target = destination + size_t(flip ? out_width - 1 - i : i) * 3;
       target[0] = r;
       target[1] = g;
       target[2] = b;
@@ -109,9 +109,9 @@ void resample_normalize(const Image& image, const AxisMapping& x_axis, const Axi
     scale[c] = 1.0f / normalization.std[c];
     offset[c] = -normalization.mean[c] * scale[c];
   }
-  const size_t plane = size_t(out_size) * out_size;
+  const size_t plane = size_t(out_width) * out_height;
   float* line = scratch.line.data();
-  for (int y = 0; y < out_size; ++y) {
+  for (int y = 0; y < out_height; ++y) {
     std::fill(line, line + line_floats, 0.0f);
     const float* weights = &v.weights[size_t(y) * v.stride];
     for (int k = 0; k < v.count[y]; ++k) {
@@ -120,8 +120,8 @@ void resample_normalize(const Image& image, const AxisMapping& x_axis, const Axi
       for (size_t j = 0; j < line_floats; ++j) line[j] += weight * source[j];
     }
     for (int c = 0; c < 3; ++c) {
-      float* target = out + c * plane + size_t(y) * out_size;
-      for (int x = 0; x < out_size; ++x) target[x] = line[x * 3 + c] * scale[c] + offset[c];
+      float* target = out + c * plane + size_t(y) * out_width;
+      for (int x = 0; x < out_width; ++x) target[x] = line[x * 3 + c] * scale[c] + offset[c];
     }
   }
 }
@@ -170,7 +170,7 @@ void crop_resize_normalize(const Image& image, const CropBox& box, int out_size,
   // Crop first, then resize: the filter may only read pixels inside the crop.
   const AxisMapping x_axis{double(box.x), double(box.width) / out_size, box.x, box.x + box.width};
   const AxisMapping y_axis{double(box.y), double(box.height) / out_size, box.y, box.y + box.height};
-  resample_normalize(image, x_axis, y_axis, out_size, flip, normalization, out);
+  resample_normalize(image, x_axis, y_axis, out_size, out_size, flip, normalization, out);
 }
 
 void random_resized_crop_flip(const Image& image, int out_size, Rng& rng, const Normalization& normalization,
@@ -200,7 +200,15 @@ void resize_center_crop(const Image& image, int resize_size, int crop_size, cons
   const double y_scale = double(image.height) / resized_height;
   const AxisMapping x_axis{left * x_scale, x_scale, 0, image.width};
   const AxisMapping y_axis{top * y_scale, y_scale, 0, image.height};
-  resample_normalize(image, x_axis, y_axis, crop_size, false, normalization, out);
+  resample_normalize(image, x_axis, y_axis, crop_size, crop_size, false, normalization, out);
+}
+
+void resize_normalize(const Image& image, int out_width, int out_height, bool flip,
+                      const Normalization& normalization, float* out) {
+  check_source(image, std::min(out_width, out_height), "resize_normalize");
+  const AxisMapping x_axis{0, double(image.width) / out_width, 0, image.width};
+  const AxisMapping y_axis{0, double(image.height) / out_height, 0, image.height};
+  resample_normalize(image, x_axis, y_axis, out_width, out_height, flip, normalization, out);
 }
 
 }  // namespace trainbench::data

@@ -50,4 +50,9 @@ void random_resized_crop_flip(const Image& image, int out_size, Rng& rng, const 
 void resize_center_crop(const Image& image, int resize_size, int crop_size, const Normalization& normalization,
                         float* out);
 
+// Resizes the whole image to out_width x out_height (torchvision Resize((h, w)) on a PIL image), mirrored
+// left-right when `flip`, normalises, and writes 3 * out_width * out_height floats, CHW, to `out`.
+void resize_normalize(const Image& image, int out_width, int out_height, bool flip,
+                      const Normalization& normalization, float* out);
+
 }  // namespace trainbench::data

@@ -10,6 +10,8 @@ namespace trainbench::detection {
 CocoDetectionSet load_coco_detection(const std::string& annotation_file, const std::string& image_dir) {
   CocoDetectionSet set;
   set.ground_truth = coco::load_ground_truth(annotation_file);
+  set.annotation_file = annotation_file;
+  set.image_dir = image_dir;
   const coco::GroundTruth& truth = set.ground_truth;
 
   std::unordered_map<int64_t, int64_t> label_of_category;
@@ -58,6 +60,14 @@ CocoDetectionSet load_coco_detection(const std::string& annotation_file, const s
   for (auto& sample : all)
     if (!sample.labels.empty()) set.samples.push_back(std::move(sample));
   return set;
+}
+
+data::Image decode_sample_image(const std::string& path, int width, int height) {
+  data::Image image = data::decode_image_file(path);
+  if (image.width != width || image.height != height)
+    fail(path, "is " + std::to_string(image.width) + "x" + std::to_string(image.height) +
+                   " but the annotation file says " + std::to_string(width) + "x" + std::to_string(height));
+  return image;
 }
 
 }  // namespace trainbench::detection

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "coco/annotations.h"
+#include "data/image_decode.h"
 
 namespace trainbench::detection {
 
@@ -26,10 +27,16 @@ struct CocoDetectionSet {
   std::vector<DetectionSample> samples;  // images with at least one annotation, in the file's image order
   std::vector<int64_t> category_ids;     // label l is category_ids[l - 1]
   coco::GroundTruth ground_truth;        // the whole file, for the evaluator
+  std::string annotation_file;           // where it was read from, for error messages
+  std::string image_dir;                 // images' file names are relative to it
 };
 
 // Throws Error naming the file and field: an image without file_name, width or height; a duplicate image id;
 // an annotation on an unknown image or category.
 CocoDetectionSet load_coco_detection(const std::string& annotation_file, const std::string& image_dir);
+
+// Decodes a sample's image file; an Error naming the file when its size is not the annotation file's
+// width x height (boxes and resizing rely on it).
+data::Image decode_sample_image(const std::string& path, int width, int height);
 
 }  // namespace trainbench::detection

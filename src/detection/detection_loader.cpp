@@ -1,10 +1,8 @@
 #include "detection/detection_loader.h"
 
 #include <algorithm>
-#include <string>
 #include <utility>
 
-#include "data/image_decode.h"
 #include "data/random.h"
 #include "util/error.h"
 
@@ -56,11 +54,7 @@ DetectionBatch DetectionLoader::build_batch(int64_t batch_index, const std::atom
   for (int64_t shard_position = begin; shard_position < end && !stopping; ++shard_position) {
     const int64_t position = sharding_.position(shard_position);
     const DetectionSample& sample = samples_[order_[position]];
-    const data::Image image = data::decode_image_file(sample.path);
-    if (image.width != sample.width || image.height != sample.height)
-      fail(sample.path, "is " + std::to_string(image.width) + "x" + std::to_string(image.height) +
-                            " but the annotation file says " + std::to_string(sample.width) + "x" +
-                            std::to_string(sample.height));
+    const data::Image image = decode_sample_image(sample.path, sample.width, sample.height);
     float* out = batch.images.data() + size_t(batch.size) * 3 * pixels;
     Objects objects{sample.boxes, sample.labels};
     if (options_.mode == data::LoaderMode::Train) {

@@ -48,7 +48,9 @@ struct RcnnSample {
 // - A polygon with an odd number of coordinates or fewer than 3 points (6 numbers) in a non-crowd
 //   annotation is an Error naming the file, the annotation's index and id, and the polygon: the reference
 //   has no check and pycocotools later misreads such a polygon (4 numbers as a box) or throws.
-// Labels are 1..C in set.category_ids order, as the reference's json_category_id_to_contiguous_id.
+// Labels are 1..C in set.category_ids order, as the reference's json_category_id_to_contiguous_id. Images come
+// in the file's order; the reference sorts them by id, which changes only where the training shuffle starts
+// from and nothing the evaluator computes.
 std::vector<RcnnSample> rcnn_samples(const CocoDetectionSet& set, bool training);
 
 // The reference's Resize(min_size, max_size).get_size: (width, height) of the resized image. The short side
@@ -91,10 +93,12 @@ constexpr std::array<float, 3> kRcnnPixelMeanBgr{102.9801f, 115.9465f, 122.7717f
 // workers; a worker's Error (a corrupt image, an image whose size differs from the annotation file) is
 // rethrown by next().
 //
-// Transforms, per image: resize to rcnn_resized_size (bilinear as PIL resizes, i.e. a triangle filter widened
-// when shrinking; PIL rounds the result to 8 bits, this keeps the float), boxes and polygon coordinates scaled
+// Transforms, per image: resize to rcnn_resized_size (torchvision's Resize on a PIL image is PIL's bilinear
+// filter: a triangle widened when shrinking, as data::resize_normalize does; PIL rounds to 8 bits after each
+// pass and this keeps floats, so pixels differ from it by less than one level, mean about 0.3), boxes and polygon coordinates scaled
 // by (new_w / old_w, new_h / old_h) as BoxList.resize and Polygons.resize do (inclusive coordinates are
-// multiplied, not their +1 edges); train only, with flip_probability: mirror the image, boxes
+// multiplied, not their +1 edges, and not clipped again: shrinking moves x2 = W0 - 1 to W - W / W0, so a box
+// at the right or bottom edge may reach up to 1 px past W - 1, and a flipped one below 0); train only, with flip_probability: mirror the image, boxes
 // x1' = W - x2 - 1, x2' = W - x1 - 1 and polygons x' = W - x - 1 (FLIP_LEFT_RIGHT, TO_REMOVE = 1) with W the
 // resized width. The batch's padded size is the largest resized height and width rounded up to a multiple
 // of size_divisibility (to_image_list).
@@ -110,7 +114,7 @@ constexpr std::array<float, 3> kRcnnPixelMeanBgr{102.9801f, 115.9465f, 122.7717f
 // with full batches; without drop_last (eval) they are kept, and a rank whose share of a partial global batch
 // is empty skips it. The reference groups each rank's DistributedSampler share separately and lets its
 // iteration-based sampler hide the unequal batch counts; grouping the whole epoch once keeps the ranks in
-// step instead.
+// step instead. The reference groups its test batches too (moot at its TEST.IMS_PER_BATCH of 1).
 class RcnnLoader {
  public:
   RcnnLoader(std::vector<RcnnSample> samples, const RcnnLoaderOptions& options);
