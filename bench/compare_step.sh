@@ -6,18 +6,20 @@
 # it, and with glibc malloc set the way trainbench sets it for itself (util/allocator.h), so the gain from that
 # setting and the rest of the difference can be told apart.
 #
-#   bench/compare_step.sh <resnet|bert|dlrm> [ROUNDS] [-- extra settings, e.g. --set batch_size=128]
+#   bench/compare_step.sh <resnet|bert|dlrm|maskrcnn> [ROUNDS] [-- extra settings, e.g. --set batch_size=128]
 #
 # Environment: THREADS (default 2), STEPS (timed steps; default per benchmark below), TRAINBENCH (the binary;
 # default build/bin/trainbench). Defaults per benchmark:
 #   resnet  3 rounds of ResNet-50 (preset reference) at 224 px, batch 32; 5 timed steps after 2 warm-up steps
 #   bert    3 rounds of the mini preset; 30 timed steps after 3 warm-up steps
 #   dlrm    5 rounds of the mini preset (its batch); 200 timed steps after 20 warm-up steps, no malloc run
+#   maskrcnn 3 rounds of the mini preset (batch 8 at 170x128 px); 5 timed steps after 2 warm-up steps, no malloc
+#           run; the peer is torchvision's MaskRCNN (bench/peers/maskrcnn_train_step.py says what differs)
 # Extra settings go to both sides after the benchmark's fixed settings, in place of its default settings (the
 # last two columns of the table below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: bench/compare_step.sh <resnet|bert|dlrm> [ROUNDS] [-- extra settings]"
+usage="usage: bench/compare_step.sh <resnet|bert|dlrm|maskrcnn> [ROUNDS] [-- extra settings]"
 [ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
 benchmark=$1
 shift
@@ -27,7 +29,8 @@ case $benchmark in
   resnet) unit=img/s;     rounds=3; steps=5;   warmup=2;  tuned=1; fixed=(--preset reference); defaults=(--set batch_size=32 --set image_size=224) ;;
   bert)   unit=seq/s;     rounds=3; steps=30;  warmup=3;  tuned=1; fixed=(--preset mini);      defaults=() ;;
   dlrm)   unit=samples/s; rounds=5; steps=200; warmup=20; tuned=0; fixed=();                   defaults=(--preset mini) ;;
-  *) echo "compare_step.sh: unknown benchmark '$benchmark'; known: resnet bert dlrm" >&2; exit 2 ;;
+  maskrcnn) unit=img/s;   rounds=3; steps=5;   warmup=2;  tuned=0; fixed=();                   defaults=(--preset mini) ;;
+  *) echo "compare_step.sh: unknown benchmark '$benchmark'; known: resnet bert dlrm maskrcnn" >&2; exit 2 ;;
 esac
 
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then rounds=$1; shift; fi
