@@ -26,8 +26,8 @@ def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     state = torch.load(sys.argv[1], map_location="cpu")
-    if not isinstance(state, dict) or "layer4.2.conv3.weight" not in state:
-        sys.exit(f"{sys.argv[1]}: not a torchvision ResNet-50 state dict (no layer4.2.conv3.weight)")
+    if not isinstance(state, dict) or "layer4.0.conv3.weight" not in state:
+        sys.exit(f"{sys.argv[1]}: not a torchvision bottleneck ResNet state dict (no layer4.0.conv3.weight)")
     body = {}
     for name, tensor in state.items():
         if name.startswith("fc.") or name.endswith("num_batches_tracked"):

@@ -188,19 +188,24 @@ TEST(MaskRcnnParity, OneStepsFiveLossesMatchAnIndependentPyTorchImplementation) 
   fs::remove_all(dir);
 }
 
-TEST(MaskRcnnModel, LoadsTorchvisionResNet50WeightsConvertedByTheScript) {
+TEST(MaskRcnnModel, LoadsTorchvisionResNetWeightsConvertedByTheScript) {
   const fs::path dir = fs::temp_directory_path() / ("trainbench_maskrcnn_backbone_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const std::string make = "/usr/bin/python3 -c \"import torch, torchvision; torch.manual_seed(1); "
-                           "torch.save(torchvision.models.resnet50().state_dict(), '" + (dir / "resnet50.pth").string() + "')\"";
+  // torchvision's ResNet-50 layout with one bottleneck per stage (the converter takes any bottleneck ResNet), so
+  // the test stays fast; the body's names and widths are ResNet-50's. Batch-norm statistics are made non-trivial.
+  const std::string make =
+      "/usr/bin/python3 -c \"import torch, torchvision; from torchvision.models.resnet import ResNet, Bottleneck; "
+      "torch.manual_seed(1); m = ResNet(Bottleneck, [1, 1, 1, 1]); "
+      "[b.running_var.uniform_(0.5, 2) for b in m.modules() if isinstance(b, torch.nn.BatchNorm2d)]; m.bn1.running_var.fill_(1); "
+      "torch.save(m.state_dict(), '" + (dir / "resnet.pth").string() + "')\"";
   ASSERT_EQ(std::system(make.c_str()), 0) << make;
   const std::string convert = std::string("/usr/bin/python3 ") + TRAINBENCH_CONVERT_SCRIPT + " " +
-                              (dir / "resnet50.pth").string() + " " + (dir / "body.pt").string() + " > /dev/null";
+                              (dir / "resnet.pth").string() + " " + (dir / "body.pt").string() + " > /dev/null";
   ASSERT_EQ(std::system(convert.c_str()), 0) << convert;
-  MaskRcnn model(MaskRcnnOptions{});
+  MaskRcnn model(small_options().body_widths({64, 128, 256, 512}));
   model->load_backbone((dir / "body.pt").string());
   const auto converted = load_dict(dir / "body.pt");
-  for (const char* name : {"conv1.weight", "bn1.running_var", "layer3.5.conv2.weight", "layer4.0.downsample.1.bias"}) {
+  for (const char* name : {"conv1.weight", "bn1.running_var", "layer3.0.conv2.weight", "layer4.0.downsample.1.bias"}) {
     torch::Tensor value;
     for (const auto& item : model->body->named_parameters())
       if (item.key() == name) value = item.value();
@@ -209,6 +214,8 @@ TEST(MaskRcnnModel, LoadsTorchvisionResNet50WeightsConvertedByTheScript) {
     ASSERT_TRUE(value.defined()) << name;
     EXPECT_TRUE(torch::equal(value, converted.at(name).toTensor())) << name;
   }
+  // The converter folds torchvision's eps into the variance the frozen batch norm divides by.
+  EXPECT_TRUE(torch::allclose(converted.at("bn1.running_var").toTensor(), torch::full({64}, 1 + 1e-5), 0, 1e-7));
   MaskRcnn narrow(small_options());
   EXPECT_THROW(narrow->load_backbone((dir / "body.pt").string()), Error);  // shapes differ: named, not copied
   fs::remove_all(dir);
