@@ -228,10 +228,11 @@ RoiAlignAxis roi_align_axis(const torch::Tensor& start, const torch::Tensor& bin
 // - gathering the 4 neighbours of every sampling point as dense tensors materialises K * C * P * P * samples * 4
 //   values: 400 MB in the reference (512 RoIs x 256 channels x 7 x 7 x 4 samples x 4) before the sum, and
 //   autograd keeps the indices of that gather for the backward;
-// - the sparse matrix holds 12 bytes + 4 per entry (about 1.6 MB per 100 RoIs at 7x7 and 2x2 samples), the
-//   product writes only the output, and its backward (matrix^T x gradient, by autograd of torch::mm) scatters
-//   into the features in one more pass with the same matrix: no custom autograd::Function, the same ops on CPU
-//   (a loop of axpy over the entries) and CUDA (cuSPARSE).
+// - the sparse matrix holds 20 bytes per entry (two int64 indices, a float: about 1.6 MB per 100 RoIs at 7x7
+//   and 2x2 samples), the product writes only the output, and its backward (matrix^T x gradient, by autograd of
+//   torch::mm) scatters into the features in one more pass with the same matrix: no custom autograd::Function,
+//   the same ops on CPU (a loop of axpy over the entries) and CUDA (cuSPARSE). The price is a channels-last copy
+//   of the features (and of their gradient), small beside the convolutions that made them.
 // The adaptive sampling ratio (<= 0: ceil(roi size / pooled size) samples per bin and axis) differs per RoI, so
 // RoIs are grouped by their grid and each group adds its entries.
 torch::Tensor roi_align(const torch::Tensor& features, const torch::Tensor& rois, double spatial_scale,
@@ -342,6 +343,9 @@ torch::Tensor paste_masks(const torch::Tensor& mask_probabilities, const torch::
   if (mask_probabilities.dim() != 3 || mask_probabilities.size(1) != mask_probabilities.size(2))
     fail("paste_masks: mask_probabilities", "expected (K, M, M), got sizes " + c10::str(mask_probabilities.sizes()));
   check_boxes(boxes, 4, "paste_masks: boxes");
+  if (threshold < 0 || padding < 0)
+    fail("paste_masks", "expected threshold >= 0 and padding >= 0, got " + std::to_string(threshold) + " and " +
+                            std::to_string(padding));
   const int64_t count = mask_probabilities.size(0), mask_size = mask_probabilities.size(2);
   if (boxes.size(0) != count)
     fail("paste_masks: boxes", "expected one box per mask (" + std::to_string(count) + "), got " +

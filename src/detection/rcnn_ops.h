@@ -50,7 +50,8 @@ torch::Tensor visible_anchors(const torch::Tensor& anchors, int64_t width, int64
 
 // maskrcnn-benchmark's Matcher on an (G, N) IoU matrix (G ground truths, N predictions): (N,) int64 with the
 // matched ground-truth index, kBelowLowThreshold or kBetweenThresholds; allow_low_quality_matches keeps, for
-// each ground truth, every prediction tied at its highest IoU.
+// each ground truth, every prediction tied at its highest IoU. With no ground truth (G = 0) every prediction is
+// kBelowLowThreshold (the reference raises instead).
 constexpr int64_t kBelowLowThreshold = -1;
 constexpr int64_t kBetweenThresholds = -2;
 torch::Tensor match_predictions(const torch::Tensor& iou, double high_threshold, double low_threshold,
@@ -79,7 +80,7 @@ torch::Tensor multilevel_roi_align(const std::vector<torch::Tensor>& features, c
 
 // The reference's test-time mask paste: (K, M, M) probabilities, (K, 4) boxes in the image -> (K, H, W) uint8,
 // padding each mask by `padding` px and expanding its box by (M + 2*padding) / M, bilinear resize
-// (align_corners=false) to the integer box size, threshold.
+// (align_corners=false) to the integer box size, threshold (> threshold; threshold >= 0, else an Error).
 torch::Tensor paste_masks(const torch::Tensor& mask_probabilities, const torch::Tensor& boxes, int64_t height,
                           int64_t width, double threshold = 0.5, int64_t padding = 1);
 

@@ -33,6 +33,7 @@ const std::vector<std::array<double, 5>> kRoiConfigs = {
     {0.25, 5, 4, 3, 0},  // non-square bins, 3x3 samples
     {0.5, 7, 7, 2, 1},   // aligned
     {0.5, 3, 3, 0, 1},   // aligned and adaptive: a zero-size RoI has no samples
+    {1.0, 1, 1, 1, 0},   // one sample per RoI: the last boxes put it exactly on -1, on the size, and past it
 };
 const std::vector<double> kAnchorRatios = {0.5, 1.0, 2.0};
 // (stride, size): the reference's five levels, then two of the mini preset's.
@@ -60,7 +61,8 @@ ReferenceRun run_reference() {
   const auto random_boxes = torch::cat({corner, corner + torch::rand({20, 2}) * 20}, 1);
   const auto special_boxes = rows_of_four({0, 0, 33, 25,    0, 0, 34, 26,    -4, -4, 3, 3,     30, 20, 40, 30,
                                            50, 50, 60, 60,  5, 5, 5, 5,      7, 3, 7, 9,       12.2f, 8.7f, 12.9f, 9.1f,
-                                           -20, -20, 60, 50, -2.5f, 10, 1, 14});
+                                           -20, -20, 60, 50, -2.5f, 10, 1, 14,
+                                           0, -2, 2, 0,     16, 12, 18, 14,  16.5f, 12.5f, 18.5f, 14.5f});
   const auto boxes = torch::cat({random_boxes, special_boxes});
   const auto batch = torch::randint(0, 2, {boxes.size(0), 1}).to(torch::kFloat32);
   run.inputs.insert("rois", torch::cat({batch, boxes}, 1));
@@ -83,12 +85,12 @@ ReferenceRun run_reference() {
   run.inputs.insert("anchor_levels", torch::tensor(levels, torch::kFloat64).view({-1, 2}));
   run.inputs.insert("anchor_feature_sizes", torch::tensor(sizes).view({-1, 2}));
 
-  // Box coder: proposals and targets of 1 to 120 px, deltas with some dw/dh past the clamp (log(1000/16) = 4.14
-  // with weights 1; 20.7 with weights 5).
+  // Box coder: proposals and targets of 8 to 120 px (size ratios within the clamp, so encode and decode round
+  // trip), deltas with some dw/dh past the clamp (log(1000/16) = 4.14 with weights 1; 20.7 with weights 5).
   const auto proposal_corner = torch::rand({64, 2}) * 200;
-  run.inputs.insert("coder_proposals", torch::cat({proposal_corner, proposal_corner + torch::rand({64, 2}) * 119}, 1));
+  run.inputs.insert("coder_proposals", torch::cat({proposal_corner, proposal_corner + 7 + torch::rand({64, 2}) * 112}, 1));
   const auto target_corner = proposal_corner + torch::randn({64, 2}) * 10;
-  run.inputs.insert("coder_targets", torch::cat({target_corner, target_corner + torch::rand({64, 2}) * 119}, 1));
+  run.inputs.insert("coder_targets", torch::cat({target_corner, target_corner + 7 + torch::rand({64, 2}) * 112}, 1));
   auto deltas = torch::randn({64, 8});
   deltas.index_put_({torch::indexing::Slice(0, 8), torch::indexing::Slice(2, 4)}, 25.0f);
   run.inputs.insert("coder_deltas", deltas);
@@ -132,6 +134,13 @@ void check_roi_align(const ReferenceRun& run) {
   const auto pooled = roi_align(run.input("features"), rois, 0.5, 7, 7, 2);
   EXPECT_EQ(pooled[24].abs().max().item<float>(), 0.0f);
   EXPECT_GT(pooled[20].abs().min().item<float>(), 0.0f);
+  // One sample at the centre: (1, -1) reads pixel (1, 0); (17, 13), on the 17 x 13 map's far edges, reads its last
+  // pixel; (17.5, 13.5) is past them and reads nothing.
+  const auto single = roi_align(run.input("features"), rois, 1.0, 1, 1, 1).flatten(1);
+  const auto image = [&](int64_t roi) { return run.input("features")[rois[roi][0].item<int64_t>()]; };
+  EXPECT_TRUE(torch::equal(single[30], image(30).index({torch::indexing::Slice(), 0, 1})));
+  EXPECT_TRUE(torch::equal(single[31], image(31).index({torch::indexing::Slice(), 12, 16})));
+  EXPECT_EQ(single[32].abs().max().item<float>(), 0.0f);
   EXPECT_EQ(roi_align(run.input("features"), rois.narrow(0, 0, 0), 0.5, 7, 7, 2).sizes(), (std::vector<int64_t>{0, 3, 7, 7}));
 }
 
@@ -190,6 +199,7 @@ void check_paste(const ReferenceRun& run) {
       << (pasted != run.expected("pasted")).sum().item<int64_t>() << " pixels differ";
   EXPECT_GT(pasted.sum().item<int64_t>(), 1000);
   EXPECT_EQ(paste_masks(torch::ones({1, 28, 28}), rows_of_four({100, 100, 120, 120}), height, width).sum().item<int64_t>(), 0);
+  EXPECT_THROW(paste_masks(run.input("paste_masks"), run.input("paste_boxes"), height, width, -1), Error);
 }
 
 TEST(RcnnOps, MatchTorchvisionAndTheReferenceFormulas) {
