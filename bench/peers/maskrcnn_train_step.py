@@ -59,15 +59,15 @@ def build(config):
         rpn_post_nms_top_n_test=config["proposals_per_image_test"],
         rpn_batch_size_per_image=config["rpn_batch_size_per_image"],
         box_batch_size_per_image=config["roi_batch_size_per_image"],
-        rpn_anchor_generator=AnchorGenerator(tuple((s,) for s in config["anchor_sizes"]), ((0.5, 1.0, 2.0),) * 5),
-        box_head=TwoMLPHead(fpn * 7 * 7, fc), box_predictor=FastRCNNPredictor(fc, classes),
-        mask_head=MaskRCNNHeads(fpn, mask_channels, 1),
-        mask_predictor=MaskRCNNPredictor(mask_channels[-1], mask_channels[-1], classes))
+        rpn_anchor_generator=AnchorGenerator(tuple((s,) for s in config["anchor_sizes"]), ((0.5, 1.0, 2.0),) * 5))
     if config["body_widths"] == [64, 128, 256, 512] and config["blocks_per_stage"] == [3, 4, 6, 3]:
-        model = maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=classes,
-                                      trainable_backbone_layers=3, **sizes)
+        # torchvision's own heads are the reference's sizes (fc 1024, mask head 4 x 256).
+        model = maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, trainable_backbone_layers=3,
+                                      num_classes=classes, **sizes)
     else:
-        model = MaskRCNN(ScaledBackbone(config), **sizes)
+        model = MaskRCNN(ScaledBackbone(config), box_head=TwoMLPHead(fpn * 7 * 7, fc),
+                         box_predictor=FastRCNNPredictor(fc, classes), mask_head=MaskRCNNHeads(fpn, mask_channels, 1),
+                         mask_predictor=MaskRCNNPredictor(mask_channels[-1], mask_channels[-1], classes), **sizes)
     return model, batch
 
 

@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <iterator>
 
 #include "detection/box_ops.h"
 #include "detection/rcnn_targets.h"
 #include "util/error.h"
+#include "workloads/detection_common.h"
 
 namespace trainbench::maskrcnn {
 
@@ -461,30 +460,8 @@ std::vector<ImageDetections> MaskRcnnImpl::detect(const torch::Tensor& images, c
 }
 
 void MaskRcnnImpl::load_backbone(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    fail(path, "cannot read the backbone weights (convert torchvision's resnet50 weights with "
-               "scripts/convert_resnet50_backbone.py; docs/maskrcnn.md)");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const c10::impl::GenericDict state = [&] {
-    try {
-      return torch::pickle_load(bytes).toGenericDict();
-    } catch (const c10::Error& error) {
-      fail(path, std::string("is not a dict of tensors saved by torch.save: ") + error.what_without_backtrace());
-    }
-  }();
-  torch::NoGradGuard no_grad;
-  auto copy = [&](const std::string& name, torch::Tensor& target) {
-    const auto found = state.find(name);
-    if (found == state.end() || !found->value().isTensor()) fail(path, "has no tensor '" + name + "'");
-    const torch::Tensor source = found->value().toTensor();
-    if (source.sizes() != target.sizes())
-      fail(path + ": " + name, "has shape " + c10::str(source.sizes()) + ", the model expects " + c10::str(target.sizes()));
-    target.copy_(source);
-  };
-  for (auto& parameter : body->named_parameters()) copy(parameter.key(), parameter.value());
-  for (auto& buffer : body->named_buffers())
-    if (buffer.key().find("num_batches_tracked") == std::string::npos) copy(buffer.key(), buffer.value());
+  load_module_state(path, *body,
+                    "convert torchvision's resnet50 weights with scripts/convert_resnet50_backbone.py; docs/maskrcnn.md");
 }
 
 std::vector<std::string> MaskRcnnImpl::mlperf_tensor_names() {
