@@ -6,7 +6,7 @@
 # it, and with glibc malloc set the way trainbench sets it for itself (util/allocator.h), so the gain from that
 # setting and the rest of the difference can be told apart.
 #
-#   bench/compare_step.sh <resnet|ssd|unet3d|rnnt|bert|dlrm> [ROUNDS] [-- extra settings, e.g. --set batch_size=128]
+#   bench/compare_step.sh <resnet|ssd|maskrcnn|unet3d|rnnt|bert|dlrm> [ROUNDS] [-- extra settings, e.g. --set batch_size=128]
 #
 # Environment: THREADS (default 2), STEPS (timed steps; default per benchmark below), TRAINBENCH (the binary;
 # default build/bin/trainbench). Defaults per benchmark:
@@ -16,11 +16,13 @@
 #   ssd     3 rounds of the mini preset; 10 timed steps after 2 warm-up steps, no malloc run
 #   unet3d  3 rounds of the mini preset; 10 timed steps after 2 warm-up steps, no malloc run
 #   rnnt    3 rounds of the mini preset; 10 timed steps after 2 warm-up steps, no malloc run
+#   maskrcnn 3 rounds of the mini preset (batch 8 at 170x128 px); 5 timed steps after 2 warm-up steps, no malloc
+#           run; the peer is torchvision's MaskRCNN (bench/peers/maskrcnn_train_step.py says what differs)
 # Extra settings go to both sides after the benchmark's fixed settings, in place of its default settings (the
 # last two columns of the table below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: bench/compare_step.sh <resnet|ssd|unet3d|rnnt|bert|dlrm> [ROUNDS] [-- extra settings]"
+usage="usage: bench/compare_step.sh <resnet|ssd|maskrcnn|unet3d|rnnt|bert|dlrm> [ROUNDS] [-- extra settings]"
 [ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
 benchmark=$1
 shift
@@ -33,7 +35,8 @@ case $benchmark in
   ssd)    unit=img/s;     rounds=3; steps=10;  warmup=2;  tuned=0; fixed=(--preset mini);      defaults=() ;;
   unet3d) unit=samples/s; rounds=3; steps=10;  warmup=2;  tuned=0; fixed=(--preset mini);      defaults=() ;;
   rnnt)   unit=utt/s;     rounds=3; steps=10;  warmup=2;  tuned=0; fixed=(--preset mini);      defaults=() ;;
-  *) echo "compare_step.sh: unknown benchmark '$benchmark'; known: resnet ssd unet3d rnnt bert dlrm" >&2; exit 2 ;;
+  maskrcnn) unit=img/s;   rounds=3; steps=5;   warmup=2;  tuned=0; fixed=();                   defaults=(--preset mini) ;;
+  *) echo "compare_step.sh: unknown benchmark '$benchmark'; known: resnet ssd maskrcnn unet3d rnnt bert dlrm" >&2; exit 2 ;;
 esac
 
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then rounds=$1; shift; fi

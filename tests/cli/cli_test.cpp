@@ -55,7 +55,7 @@ TEST_F(CliTest, HelpTextsListTheRegisteredBenchmarks) {
   for (const char* command : {"run --help", "bench --help", "data make --help"}) {
     const Result help = run(command);
     EXPECT_EQ(help.exit_code, 0) << command;
-    for (const char* benchmark : {"resnet", "ssd", "unet3d", "rnnt", "bert", "dlrm", "minigo"}) {
+    for (const char* benchmark : {"resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo"}) {
       EXPECT_NE(help.output.find(benchmark), std::string::npos) << command << " omits " << benchmark;
       EXPECT_NE(listing.output.find(std::string(benchmark) + " "), std::string::npos) << "benchmarks omits " << benchmark;
     }
@@ -67,7 +67,7 @@ TEST_F(CliTest, HelpTextsListTheRegisteredBenchmarks) {
 TEST_F(CliTest, BadInputGetsAClearErrorAndExitCode2) {
   Result result = run("run imagenet");
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_NE(result.output.find("benchmark 'imagenet': unknown (expected one of: resnet, ssd, unet3d, rnnt, bert, dlrm, minigo)"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("benchmark 'imagenet': unknown (expected one of: resnet, ssd, maskrcnn, unet3d, rnnt, bert, dlrm, minigo)"), std::string::npos) << result.output;
 
   result = run("run resnet --preset huge");
   EXPECT_EQ(result.exit_code, 2);

@@ -1,11 +1,10 @@
 #include "workloads/ssd/model.h"
 
 #include <cmath>
-#include <fstream>
-#include <iterator>
 #include <limits>
 
 #include "util/error.h"
+#include "workloads/detection_common.h"
 
 namespace trainbench::ssd {
 namespace {
@@ -195,30 +194,8 @@ int64_t SsdImpl::forward_macs() const {
 }
 
 void SsdImpl::load_backbone(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    fail(path, "cannot read the backbone weights (convert torchvision's resnet34-333f7ec4.pth with "
-               "scripts/convert_resnet34_backbone.py; docs/ssd.md)");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const c10::impl::GenericDict state = [&] {
-    try {
-      return torch::pickle_load(bytes).toGenericDict();
-    } catch (const c10::Error& error) {
-      fail(path, std::string("is not a dict of tensors saved by torch.save: ") + error.what_without_backtrace());
-    }
-  }();
-  torch::NoGradGuard no_grad;
-  auto copy = [&](const std::string& name, torch::Tensor& target) {
-    const auto found = state.find(name);
-    if (found == state.end() || !found->value().isTensor()) fail(path, "has no tensor '" + name + "'");
-    const torch::Tensor source = found->value().toTensor();
-    if (source.sizes() != target.sizes())
-      fail(path + ": " + name, "has shape " + c10::str(source.sizes()) + ", the model expects " + c10::str(target.sizes()));
-    target.copy_(source);
-  };
-  for (auto& parameter : backbone->named_parameters()) copy(parameter.key(), parameter.value());
-  for (auto& buffer : backbone->named_buffers())
-    if (buffer.key().find("num_batches_tracked") == std::string::npos) copy(buffer.key(), buffer.value());
+  load_module_state(path, *backbone,
+                    "convert torchvision's resnet34-333f7ec4.pth with scripts/convert_resnet34_backbone.py; docs/ssd.md");
 }
 
 std::vector<std::string> SsdImpl::mlperf_tensor_names() const {

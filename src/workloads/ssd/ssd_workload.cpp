@@ -9,13 +9,13 @@
 #include <torch/torch.h>
 
 #include "coco/evaluator.h"
-#include "data/generators/coco_objects.h"
 #include "detection/coco_detection.h"
 #include "detection/detection_loader.h"
 #include "dist/communicator.h"
 #include "dist/gradient_sync.h"
 #include "util/error.h"
 #include "workloads/common.h"
+#include "workloads/detection_common.h"
 #include "workloads/data_pipeline_bench.h"
 #include "workloads/ssd/model.h"
 
@@ -304,29 +304,6 @@ class SsdWorkload : public WorkloadBase {
   int64_t step_ = 0;
 };
 
-void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
-  if (!config.values().contains("dataset"))
-    fail("--preset " + config.name(), "has no generated dataset; pass --data with a COCO 2017 tree");
-  const Config dataset(config.name() + ": dataset", config.values().at("dataset"));
-  data::CocoObjectsOptions options;
-  options.train_images = static_cast<int>(dataset.integer("train_images"));
-  options.val_images = static_cast<int>(dataset.integer("val_images"));
-  options.min_image_size = static_cast<int>(dataset.integer("min_image_size"));
-  options.max_image_size = static_cast<int>(dataset.integer("max_image_size"));
-  options.min_objects = static_cast<int>(dataset.integer("min_objects"));
-  options.max_objects = static_cast<int>(dataset.integer("max_objects"));
-  options.min_object_size = dataset.number("min_object_size");
-  options.max_object_size = dataset.number("max_object_size");
-  options.classes.clear();
-  for (int64_t fashion_class : dataset.integers("fashion_classes")) options.classes.push_back(static_cast<int>(fashion_class));
-  options.crowd_fraction = dataset.number("crowd_fraction");
-  options.seed = static_cast<uint64_t>(seed);
-  if (static_cast<int64_t>(options.classes.size()) + 1 != config.integer("num_classes"))
-    fail(config.name() + ": dataset.fashion_classes", "must list num_classes - 1 = " +
-                                                          std::to_string(config.integer("num_classes") - 1) + " classes");
-  data::make_coco_objects_dataset(out_dir, options);
-}
-
 void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
   const Config& config = settings.config;
   BenchRun run(settings, bench_settings);
@@ -378,7 +355,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
 
 WorkloadEntry registry_entry() {
   return {"ssd", "Object detection: SSD300 with a ResNet-34 backbone on COCO 2017, target box mAP 0.23",
-          trainbench_presets_ssd, kDataset, construct_workload<SsdWorkload>, bench, make_dataset,
+          trainbench_presets_ssd, kDataset, construct_workload<SsdWorkload>, bench, make_generated_coco_dataset,
           /*prepare_dataset=*/nullptr};
 }
 

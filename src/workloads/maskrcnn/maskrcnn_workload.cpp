@@ -1,0 +1,407 @@
+// The heavy object detection benchmark (MLPerf "maskrcnn"): Mask R-CNN with a ResNet-50-FPN backbone on COCO
+// 2017, target box mAP 0.377 and mask mAP 0.339 at the same evaluation, evaluated every epoch.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include "coco/evaluator.h"
+#include "detection/coco_detection.h"
+#include "detection/rcnn_data.h"
+#include "dist/communicator.h"
+#include "dist/gradient_sync.h"
+#include "util/error.h"
+#include "workloads/common.h"
+#include "workloads/detection_common.h"
+#include "workloads/maskrcnn/model.h"
+
+extern const char* const trainbench_presets_maskrcnn;
+
+namespace trainbench::maskrcnn {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kCocoTree =
+    "a COCO 2017 tree (train2017/, val2017/, annotations/instances_{train,val}2017.json with polygon masks)";
+
+// FPN_POST_NMS_TOP_N_TRAIN, taken over each rank's batch: proposals_per_image_train times the images per rank,
+// NVIDIA's 1000 x 12 = 12000 at 8 x 12 images; this is the value the rules log as num_image_candidates.
+int64_t batch_proposals(const Config& config, int world) {
+  return config.integer("proposals_per_image_train") * local_batch_size(config, "batch_size", world);
+}
+
+MaskRcnnOptions model_options(const Config& config, int world) {
+  return MaskRcnnOptions()
+      .num_classes(config.integer("num_classes"))
+      .body_widths(config.integers("body_widths"))
+      .blocks_per_stage(config.integers("blocks_per_stage"))
+      .frozen_batch_norm(config.boolean("frozen_batch_norm"))
+      .freeze_at(config.integer("freeze_conv_body_at"))
+      .fpn_channels(config.integer("fpn_channels"))
+      .anchor_sizes(config.numbers("anchor_sizes"))
+      .rpn_pre_nms_top_n_train(config.integer("rpn_pre_nms_top_n_train"))
+      .rpn_post_nms_top_n_train(config.integer("rpn_post_nms_top_n_train"))
+      .fpn_post_nms_top_n_train(batch_proposals(config, world))
+      .rpn_pre_nms_top_n_test(config.integer("rpn_pre_nms_top_n_test"))
+      .rpn_post_nms_top_n_test(config.integer("rpn_post_nms_top_n_test"))
+      .fpn_post_nms_top_n_test(config.integer("proposals_per_image_test"))
+      .rpn_batch_size_per_image(config.integer("rpn_batch_size_per_image"))
+      .roi_batch_size_per_image(config.integer("roi_batch_size_per_image"))
+      .box_fc_size(config.integer("box_fc_size"))
+      .mask_conv_channels(config.integers("mask_conv_channels"));
+}
+
+detection::RcnnLoaderOptions loader_options(const Config& config, bool train, int64_t seed,
+                                            const dist::Communicator& communicator) {
+  detection::RcnnLoaderOptions options;
+  options.mode = train ? data::LoaderMode::Train : data::LoaderMode::Eval;
+  options.min_size = static_cast<int>(config.integer("min_image_size"));
+  options.max_size = static_cast<int>(config.integer("max_image_size"));
+  options.batch_size = train ? local_batch_size(config, "batch_size", communicator.world()) : config.integer("eval_batch_size");
+  options.drop_last = train;
+  options.workers = static_cast<int>(config.integer("loader_threads"));
+  options.prefetch_batches = static_cast<int>(config.integer("prefetch_batches"));
+  options.seed = static_cast<uint64_t>(seed);
+  // Every rank evaluates every image: the mask results are variable-length RLEs, and gathering them over the
+  // ranks would need a communicator for bytes this project does not have.
+  options.rank = train ? communicator.rank() : 0;
+  options.world = train ? communicator.world() : 1;
+  return options;
+}
+
+torch::Tensor batch_images(detection::RcnnBatch& batch, torch::Device device) {
+  return torch::from_blob(batch.images.data(), {batch.size, 3, batch.padded_height, batch.padded_width}, torch::kFloat32)
+      .to(device);
+}
+
+std::vector<ImageSize> batch_sizes(const detection::RcnnBatch& batch) {
+  std::vector<ImageSize> sizes;
+  for (int64_t i = 0; i < batch.size; ++i) sizes.push_back({batch.heights[i], batch.widths[i]});
+  return sizes;
+}
+
+std::vector<ImageTarget> batch_targets(detection::RcnnBatch& batch, torch::Device device) {
+  std::vector<ImageTarget> targets;
+  for (int64_t i = 0; i < batch.size; ++i) {
+    const int64_t first = batch.object_offsets[i], count = batch.object_offsets[i + 1] - first;
+    ImageTarget target;
+    target.boxes = torch::from_blob(batch.boxes.data() + 4 * first, {count, 4}, torch::kFloat32).to(device, /*non_blocking=*/false, /*copy=*/true);
+    target.labels = torch::from_blob(batch.labels.data() + first, {count}, torch::kInt64).to(device, false, true);
+    target.polygons.assign(batch.polygons.begin() + first, batch.polygons.begin() + first + count);
+    targets.push_back(std::move(target));
+  }
+  return targets;
+}
+
+// SGD with momentum in two groups as the reference's make_optimizer: weights at the base rate with weight
+// decay, biases at bias_lr_factor x the base rate without. Frozen stages are left out.
+torch::optim::SGD make_optimizer(MaskRcnn& model, const Config& config) {
+  std::vector<torch::Tensor> weights, biases;
+  for (const auto& item : model->named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    const std::string& name = item.key();
+    (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0 ? biases : weights).push_back(item.value());
+  }
+  const double rate = config.number("base_learning_rate"), momentum = config.number("momentum");
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(weights, std::make_unique<torch::optim::SGDOptions>(
+                                   torch::optim::SGDOptions(rate).momentum(momentum).weight_decay(config.number("weight_decay"))));
+  groups.emplace_back(biases, std::make_unique<torch::optim::SGDOptions>(
+                                  torch::optim::SGDOptions(rate * config.number("bias_lr_factor")).momentum(momentum).weight_decay(0)));
+  return torch::optim::SGD(std::move(groups), torch::optim::SGDOptions(rate));
+}
+
+// NVIDIA's WarmupMultiStepLR with mlperf_linear warm-up for a group whose base rate is `base`, at 1-based
+// iteration `iteration` (the reference steps its scheduler before each iteration): (base - (warmup -
+// iteration) * factor) * decay^k during the warm-up, base * decay^k after, k = boundaries passed.
+double learning_rate(const Config& config, double base, int64_t iteration) {
+  int decays = 0;
+  for (int64_t boundary : config.integers("decay_steps"))
+    if (iteration >= boundary) ++decays;
+  const double decay = std::pow(config.number("decay_factor"), decays);
+  const int64_t warmup = config.integer("warmup_steps");
+  if (iteration < warmup) return (base - static_cast<double>(warmup - iteration) * config.number("warmup_factor")) * decay;
+  return base * decay;
+}
+
+// Forward, the five losses, backward, gradient averaging over the ranks and the SGD update; returns the losses.
+Losses train_step(MaskRcnn& model, torch::optim::SGD& optimizer, dist::GradientSync& gradients, const Config& config,
+                  int64_t iteration, const torch::Tensor& images, const std::vector<ImageSize>& sizes,
+                  const std::vector<ImageTarget>& targets, at::Generator& generator) {
+  const double base = config.number("base_learning_rate");
+  const double bases[] = {base, base * config.number("bias_lr_factor")};
+  for (size_t group = 0; group < 2; ++group)
+    static_cast<torch::optim::SGDOptions&>(optimizer.param_groups()[group].options())
+        .lr(learning_rate(config, bases[group], iteration));
+  optimizer.zero_grad();
+  Losses losses = model->losses(images, sizes, targets, generator);
+  losses.total().backward();
+  gradients.finish();
+  optimizer.step();
+  return losses;
+}
+
+// Boxes of the resized image in the original one, scaled by each side's ratio as BoxList.resize does.
+torch::Tensor to_original(const torch::Tensor& boxes, const ImageSize& resized, int original_height, int original_width) {
+  const double x_ratio = static_cast<double>(original_width) / static_cast<double>(resized.width);
+  const double y_ratio = static_cast<double>(original_height) / static_cast<double>(resized.height);
+  return boxes * torch::tensor({x_ratio, y_ratio, x_ratio, y_ratio}, boxes.options());
+}
+
+// The reference's COCO results of one image: boxes as xywh with the inclusive width x2 - x1 + 1, and the masks
+// pasted into the original image as RLEs.
+void append_results(const ImageDetections& found, const ImageSize& resized, int original_height, int original_width,
+                    int64_t image_id, const std::vector<int64_t>& category_ids, std::vector<coco::Detection>& boxes_out,
+                    std::vector<coco::Detection>& masks_out) {
+  if (found.boxes.size(0) == 0) return;
+  const auto boxes = to_original(found.boxes, resized, original_height, original_width);
+  // paste_masks gives (K, H, W); the RLE walks columns, so each mask goes out transposed.
+  const auto pasted = detection::paste_masks(found.masks, boxes, original_height, original_width)
+                          .permute({0, 2, 1})
+                          .to(torch::kCPU)
+                          .contiguous();
+  const auto box_values = boxes.to(torch::kCPU, torch::kFloat64).contiguous();
+  const auto scores = found.scores.to(torch::kCPU, torch::kFloat64).contiguous();
+  const auto labels = found.labels.to(torch::kCPU).contiguous();
+  const auto box = box_values.accessor<double, 2>();
+  const size_t pixels = static_cast<size_t>(original_height) * static_cast<size_t>(original_width);
+  for (int64_t k = 0; k < labels.size(0); ++k) {
+    const int64_t category = category_ids.at(static_cast<size_t>(labels[k].item<int64_t>() - 1));
+    const double score = scores[k].item<double>();
+    boxes_out.push_back(coco::box_detection(
+        image_id, category, {box[k][0], box[k][1], box[k][2] - box[k][0] + 1, box[k][3] - box[k][1] + 1}, score));
+    const uint8_t* mask = pasted.data_ptr<uint8_t>() + static_cast<size_t>(k) * pixels;
+    masks_out.push_back(coco::mask_detection(
+        image_id, category,
+        coco::encode(std::vector<uint8_t>(mask, mask + pixels), static_cast<uint32_t>(original_height),
+                     static_cast<uint32_t>(original_width)),
+        score));
+  }
+}
+
+class MaskRcnnWorkload : public WorkloadBase {
+ public:
+  explicit MaskRcnnWorkload(WorkloadSettings settings)
+      : WorkloadBase(std::move(settings)), generator_(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(settings_.seed))) {}
+
+  WorkloadDescription describe() const override {
+    WorkloadDescription description = base_description("img");
+    description.schedule.first_block = 1;
+    description.schedule.interval = 1;
+    description.schedule.max_epochs = static_cast<double>(config_.integer("max_epochs"));
+    description.hyperparameters = {
+        {"global_batch_size", config_.integer("batch_size")},
+        {"num_image_candidates", batch_proposals(config_, communicator_->world())},
+        {"gradient_accumulation_steps", 1},
+        {"opt_name", "sgd_with_momentum"},
+        {"opt_base_learning_rate", config_.number("base_learning_rate")},
+        {"opt_learning_rate_warmup_steps", config_.integer("warmup_steps")},
+        {"opt_learning_rate_warmup_factor", config_.number("warmup_factor")},
+        {"opt_learning_rate_decay_factor", config_.number("decay_factor")},
+        {"opt_learning_rate_decay_steps", config_.integers("decay_steps")},
+        {"min_image_size", config_.integer("min_image_size")},
+        {"max_image_size", config_.integer("max_image_size")},
+        {"trainbench_model", config_.string("summary")},
+    };
+    return description;
+  }
+
+  std::vector<std::string> build() override {
+    seed_torch(settings_);
+    require_data_dir(kCocoTree);
+    model_ = MaskRcnn(model_options(config_, communicator_->world()));
+    const std::string weights = config_.string("backbone_weights");
+    if (!weights.empty())
+      model_->load_backbone(weights);
+    else if (config_.boolean("pretrained_backbone"))
+      fail(config_.name() + ": backbone_weights",
+           "the preset starts from ImageNet weights; pass --set backbone_weights=PATH (docs/maskrcnn.md says how to "
+           "convert torchvision's resnet50 weights)");
+    model_->to(device_);
+    model_->train();
+    optimizer_.emplace(make_optimizer(model_, config_));
+    gradients_.emplace(*communicator_, model_->parameters(), model_->buffers());
+    return MaskRcnnImpl::mlperf_tensor_names();
+  }
+
+  DataSummary open_data() override {
+    const fs::path root(settings_.data_dir);
+    const std::string val_file = (root / "annotations" / "instances_val2017.json").string();
+    auto train = detection::load_coco_detection((root / "annotations" / "instances_train2017.json").string(),
+                                                (root / "train2017").string());
+    auto val = detection::load_coco_detection(val_file, (root / "val2017").string());
+    if (static_cast<int64_t>(train.category_ids.size()) + 1 != config_.integer("num_classes") ||
+        val.category_ids != train.category_ids)
+      fail(settings_.data_dir + "/annotations", "has " + std::to_string(train.category_ids.size()) +
+                                                    " categories (train and val must list the same) but " + config_.name() +
+                                                    " expects num_classes = " + std::to_string(config_.integer("num_classes")) +
+                                                    " with background");
+    category_ids_ = train.category_ids;
+    auto train_samples = detection::rcnn_samples(train, true);
+    auto val_samples = detection::rcnn_samples(val, false);
+    DataSummary summary;
+    summary.train_samples = static_cast<int64_t>(train_samples.size());
+    summary.eval_samples = static_cast<int64_t>(val_samples.size());
+    train_loader_.emplace(std::move(train_samples), loader_options(config_, true, settings_.seed, *communicator_));
+    eval_loader_.emplace(std::move(val_samples), loader_options(config_, false, settings_.seed, *communicator_));
+    box_evaluator_.emplace(val.ground_truth, coco::IouType::bbox, val_file);
+    mask_evaluator_.emplace(std::move(val.ground_truth), coco::IouType::segm, val_file);
+    return summary;
+  }
+
+  BlockReport train(const Block& block, RunControl& control) override {
+    model_->train();
+    BlockReport report;
+    LossMeter losses(config_);
+    const RankWaitReport rank_wait(*gradients_, control);
+    for (int64_t epoch = static_cast<int64_t>(block.first_epoch_num);
+         epoch < static_cast<int64_t>(block.first_epoch_num + block.epoch_count); ++epoch) {
+      train_loader_->start_epoch(epoch);
+      while (auto batch = fetch_input(control, [&] { return train_loader_->next(); })) {
+        if (batch->size == 0) continue;
+        const Losses step_losses = train_step(model_, *optimizer_, *gradients_, config_, step_ + 1, batch_images(*batch, device_),
+                                              batch_sizes(*batch), batch_targets(*batch, device_), generator_);
+        const double loss_value = step_losses.total().item<double>();
+        ++step_;
+        losses.add(loss_value, step_);
+        report.samples += batch->size;
+        control.step(batch->size, loss_value);
+      }
+    }
+    report.mean_loss = losses.mean();
+    return report;
+  }
+
+  Metric evaluate(const Block& block, RunControl& control) override {
+    torch::NoGradGuard no_grad;
+    gradients_->broadcast_buffers();  // every rank evaluates rank 0's batch-norm statistics
+    model_->eval();
+    std::vector<coco::Detection> boxes, masks;
+    eval_loader_->start_epoch(0);
+    while (auto batch = eval_loader_->next()) {
+      if (batch->size == 0) continue;
+      const auto sizes = batch_sizes(*batch);
+      const auto found = model_->detect(batch_images(*batch, device_), sizes);
+      for (int64_t i = 0; i < batch->size; ++i)
+        append_results(found[static_cast<size_t>(i)], sizes[static_cast<size_t>(i)], batch->original_heights[i],
+                       batch->original_widths[i], batch->image_ids[i], category_ids_, boxes, masks);
+      control.check_interrupt();
+    }
+    model_->train();
+    const auto threads = static_cast<unsigned>(settings_.threads);
+    const double box_map = box_evaluator_->evaluate(boxes, "maskrcnn box detections", threads).stats[0];
+    const double mask_map = mask_evaluator_->evaluate(masks, "maskrcnn mask detections", threads).stats[0];
+    return Metric::named({{"BBOX", box_map}, {"SEGM", mask_map}});
+  }
+
+ private:
+  MaskRcnn model_{nullptr};
+  std::optional<torch::optim::SGD> optimizer_;
+  std::optional<dist::GradientSync> gradients_;
+  std::optional<detection::RcnnLoader> train_loader_, eval_loader_;
+  std::optional<coco::Evaluator> box_evaluator_, mask_evaluator_;
+  std::vector<int64_t> category_ids_;
+  at::Generator generator_;  // the RPN's and the box head's sampling
+  int64_t step_ = 0;
+};
+
+// A batch in memory for the bench: noise images of the preset's short side and its capped long side (4:3),
+// three square objects each with its polygon.
+detection::RcnnBatch bench_batch(const Config& config, int64_t batch_size) {
+  const auto [width, height] = detection::rcnn_resized_size(4 * 1000, 3 * 1000, static_cast<int>(config.integer("min_image_size")),
+                                                            static_cast<int>(config.integer("max_image_size")));
+  detection::RcnnBatch batch;
+  batch.size = batch_size;
+  batch.padded_height = (height + 31) / 32 * 32;
+  batch.padded_width = (width + 31) / 32 * 32;
+  const auto noise = torch::randn({batch_size, 3, batch.padded_height, batch.padded_width}) * 50;
+  batch.images.assign(noise.data_ptr<float>(), noise.data_ptr<float>() + noise.numel());
+  batch.object_offsets.push_back(0);
+  for (int64_t i = 0; i < batch_size; ++i) {
+    batch.heights.push_back(height);
+    batch.widths.push_back(width);
+    batch.original_heights.push_back(height);
+    batch.original_widths.push_back(width);
+    batch.image_ids.push_back(i + 1);
+    for (int k = 0; k < 3; ++k) {
+      const float side = static_cast<float>(height) * (0.2f + 0.1f * static_cast<float>(k));
+      const float left = static_cast<float>(width) * 0.25f * static_cast<float>(k), top = static_cast<float>(height) * 0.1f;
+      batch.boxes.insert(batch.boxes.end(), {left, top, left + side - 1, top + side - 1});
+      batch.labels.push_back(1 + (i + k) % (config.integer("num_classes") - 1));
+      batch.polygons.push_back({{left, top, left + side, top, left + side, top + side, left, top + side}});
+    }
+    batch.object_offsets.push_back(static_cast<int64_t>(batch.labels.size()));
+  }
+  return batch;
+}
+
+void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
+  const Config& config = settings.config;
+  BenchRun run(settings, bench_settings);
+  MaskRcnn model(model_options(config, run.communicator->world()));
+  model->to(run.device);
+  model->train();
+  auto optimizer = make_optimizer(model, config);
+  dist::GradientSync gradients(*run.communicator, model->parameters(), model->buffers());
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(settings.seed));
+  // Training: the whole step (anchor matching, sampling, proposals, mask targets, forward, the five losses,
+  // backward, all-reduce, update) on a batch in memory, so the number is the compute side alone.
+  auto batch = bench_batch(config, run.local_batch);
+  const auto images = batch_images(batch, run.device);
+  const auto sizes = batch_sizes(batch);
+  const auto targets = batch_targets(batch, run.device);
+  const double train_seconds = run.median_step_seconds([&] {
+    train_step(model, optimizer, gradients, config, config.integer("warmup_steps"), images, sizes, targets, generator)
+        .total()
+        .item<double>();
+  });
+  const int64_t rois = config.integer("roi_batch_size_per_image");
+  const std::string details = std::to_string(batch.padded_width) + "x" + std::to_string(batch.padded_height) + " px";
+  run.print_training(out, train_seconds, "img",
+                     3.0 * 2.0 * model->forward_macs(batch.padded_height, batch.padded_width, rois, rois / 4), details);
+  // Inference with the reference's post-processing: detection, mask paste at the image size and RLE encoding.
+  // An untrained model's scores hardly pass 0.05 on noise, so this model keeps every score: each image then
+  // yields the detections_per_image limit, the post-processing's full load (a trained COCO model's usual case).
+  MaskRcnn inference(model_options(config, run.communicator->world()).score_threshold(0.0));
+  inference->to(run.device);
+  inference->eval();
+  int64_t detected = 0;
+  const double infer_seconds = run.median_step_seconds([&] {
+    torch::NoGradGuard no_grad;
+    const auto found = inference->detect(images, sizes);
+    std::vector<coco::Detection> box_results, mask_results;
+    std::vector<int64_t> category_ids(static_cast<size_t>(config.integer("num_classes") - 1));
+    for (size_t c = 0; c < category_ids.size(); ++c) category_ids[c] = static_cast<int64_t>(c + 1);
+    for (size_t i = 0; i < found.size(); ++i)
+      append_results(found[i], sizes[i], batch.heights[i], batch.widths[i], batch.image_ids[i], category_ids, box_results,
+                     mask_results);
+    detected = static_cast<int64_t>(box_results.size());
+  });
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "inference     %10.1f img/s  (batch %lld, %s, %s, %d threads/rank, median of %lld steps: %.5f s/step, "
+                "%lld detections per batch)\n",
+                static_cast<double>(run.local_batch) / infer_seconds, static_cast<long long>(run.local_batch), details.c_str(),
+                run.device.str().c_str(), settings.threads, static_cast<long long>(bench_settings.steps), infer_seconds,
+                static_cast<long long>(detected));
+  out << line;
+}
+
+}  // namespace
+
+WorkloadEntry registry_entry() {
+  return {"maskrcnn",
+          "Heavy object detection: Mask R-CNN with a ResNet-50-FPN backbone on COCO 2017, target box mAP 0.377 and mask "
+          "mAP 0.339",
+          trainbench_presets_maskrcnn, kCocoTree, construct_workload<MaskRcnnWorkload>, bench,
+          make_generated_coco_dataset, /*prepare_dataset=*/nullptr};
+}
+
+}  // namespace trainbench::maskrcnn

@@ -1,0 +1,227 @@
+// Mask R-CNN: one training step's five losses (and the gradients they give) against an independent python3-torch
+// + torchvision implementation written from the MLPerf reference (maskrcnn_reference.py), the test-time
+// post-processing's shape rules, the backbone converter, and the quality gate (the tiny preset through the
+// harness, its log reviewed, BBOX and SEGM both reached).
+#include <cstdlib>
+#include <filesystem>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "support/quality_gate.h"
+#include "support/torch_pickle.h"
+#include "util/error.h"
+#include "workloads/maskrcnn/model.h"
+
+namespace trainbench::maskrcnn {
+namespace {
+
+namespace fs = std::filesystem;
+
+using testing::load_dict;
+using testing::save_dict;
+
+// A small model of the reference's shape: every stage, FPN level and head, with few channels.
+MaskRcnnOptions small_options() {
+  return MaskRcnnOptions()
+      .num_classes(4)
+      .body_widths({8, 16, 32, 64})
+      .blocks_per_stage({1, 1, 1, 1})
+      .fpn_channels(16)
+      .anchor_sizes({8, 16, 32, 64, 128})
+      .rpn_pre_nms_top_n_train(100)
+      .rpn_post_nms_top_n_train(60)
+      .fpn_post_nms_top_n_train(80)
+      .rpn_pre_nms_top_n_test(100)
+      .rpn_post_nms_top_n_test(60)
+      .fpn_post_nms_top_n_test(50)
+      .box_fc_size(32)
+      .mask_conv_channels({8, 8, 8, 8});
+}
+
+TEST(MaskRcnnModel, NamesTheRulesTensorsAndFreezesTheStemAndRes2) {
+  const auto names = MaskRcnnImpl::mlperf_tensor_names();
+  ASSERT_EQ(names.size(), 21u);
+  EXPECT_EQ(names.front(), "FPN_inner_block1");
+  EXPECT_EQ(names[8], "RPNHead_conv");
+  EXPECT_EQ(names.back(), "ROI_MASK_PREDICTOR_fcn_logits");
+  MaskRcnn model(small_options());
+  for (const auto& item : model->named_parameters()) {
+    const bool frozen = item.key().rfind("body.conv1", 0) == 0 || item.key().rfind("body.layer1.", 0) == 0;
+    EXPECT_EQ(item.value().requires_grad(), !frozen) << item.key();
+  }
+  // Frozen batch norm holds its four tensors as buffers: nothing of it is trained.
+  for (const auto& item : model->named_parameters()) EXPECT_EQ(item.key().find(".bn"), std::string::npos) << item.key();
+}
+
+TEST(MaskRcnnModel, DetectsAtMostTheLimitWithMasksOfTheRoiResolution) {
+  torch::manual_seed(2);
+  MaskRcnn model(small_options().score_threshold(0.0).detections_per_image(7));
+  model->eval();
+  const auto found = model->detect(torch::randn({2, 3, 64, 64}) * 50, {{64, 56}, {40, 64}});
+  ASSERT_EQ(found.size(), 2u);
+  for (size_t i = 0; i < found.size(); ++i) {
+    const int64_t count = found[i].boxes.size(0);
+    EXPECT_GE(count, 1);
+    EXPECT_LE(count, 7);  // random scores: no ties at the cut
+    EXPECT_EQ(found[i].masks.sizes(), (std::vector<int64_t>{count, 28, 28}));
+    EXPECT_TRUE((found[i].labels >= 1).all().item<bool>());
+    EXPECT_TRUE((found[i].labels <= 3).all().item<bool>());
+    // Clipped to the image (inclusive pixels).
+    const int64_t width = i == 0 ? 56 : 64, height = i == 0 ? 64 : 40;
+    EXPECT_TRUE((found[i].boxes.select(1, 2) <= width - 1).all().item<bool>());
+    EXPECT_TRUE((found[i].boxes.select(1, 3) <= height - 1).all().item<bool>());
+    EXPECT_TRUE((found[i].boxes >= 0).all().item<bool>());
+  }
+}
+
+TEST(MaskRcnnParity, OneStepsFiveLossesMatchAnIndependentPyTorchImplementation) {
+  torch::manual_seed(11);
+  // Sample sizes above the candidate counts: the samplers take every labelled anchor and RoI, so both sides see
+  // the same samples without sharing a random generator.
+  const MaskRcnnOptions options = small_options().rpn_batch_size_per_image(1000000).roi_batch_size_per_image(1000000);
+  MaskRcnn model(options);
+  model->train();
+  {
+    // Frozen batch norm with statistics of its own, so its affine map is exercised.
+    torch::NoGradGuard no_grad;
+    for (auto& item : model->named_buffers()) {
+      const std::string& name = item.key();
+      auto& value = item.value();
+      if (name.size() >= 7 && name.compare(name.size() - 7, 7, ".weight") == 0) value.uniform_(0.5, 1.5);
+      if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0) value.normal_(0, 0.1);
+      if (name.find("running_mean") != std::string::npos) value.normal_(0, 0.1);
+      if (name.find("running_var") != std::string::npos) value.uniform_(0.5, 2.0);
+    }
+  }
+  const auto images = torch::randn({2, 3, 64, 64}) * 50;
+  const std::vector<ImageSize> sizes{{64, 56}, {48, 64}};
+  // Image 0: a pentagon and a quadrilateral; image 1: one large quadrilateral. Boxes are the polygons' bounds.
+  const std::vector<std::vector<double>> polygons{
+      {6, 8, 30, 6, 34, 28, 18, 38, 4, 24}, {30, 30, 52, 34, 48, 60, 28, 56}, {10, 10, 58, 12, 50, 40, 12, 44}};
+  const auto boxes = torch::tensor({4.f, 6.f, 33.f, 37.f, 28.f, 30.f, 51.f, 59.f, 10.f, 10.f, 57.f, 43.f}).view({3, 4});
+  const auto labels = torch::tensor({1, 3, 2}, torch::kInt64);
+  const std::vector<int64_t> offsets{0, 2, 3};
+  std::vector<ImageTarget> targets;
+  for (size_t i = 0; i < 2; ++i) {
+    ImageTarget target;
+    target.boxes = boxes.slice(0, offsets[i], offsets[i + 1]);
+    target.labels = labels.slice(0, offsets[i], offsets[i + 1]);
+    for (int64_t k = offsets[i]; k < offsets[i + 1]; ++k) target.polygons.push_back({polygons[static_cast<size_t>(k)]});
+    targets.push_back(target);
+  }
+
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_maskrcnn_parity_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  c10::Dict<std::string, torch::Tensor> inputs;
+  for (const auto& item : model->named_parameters()) inputs.insert("state." + item.key(), item.value().clone());
+  for (const auto& item : model->named_buffers()) inputs.insert("state." + item.key(), item.value().clone());
+  inputs.insert("images", images);
+  inputs.insert("sizes", torch::tensor({64, 56, 48, 64}, torch::kInt64).view({2, 2}));
+  inputs.insert("boxes", boxes);
+  inputs.insert("labels", labels);
+  inputs.insert("object_offsets", torch::tensor(offsets));
+  std::vector<double> coords;
+  std::vector<int64_t> point_offsets{0};
+  for (const auto& polygon : polygons) {
+    coords.insert(coords.end(), polygon.begin(), polygon.end());
+    point_offsets.push_back(static_cast<int64_t>(coords.size()));
+  }
+  inputs.insert("polygon_coords", torch::tensor(coords));
+  inputs.insert("polygon_offsets", torch::tensor(point_offsets));
+  const auto setting = [&](const std::string& key, const torch::Tensor& value) { inputs.insert("setting." + key, value); };
+  setting("num_classes", torch::tensor(options.num_classes()));
+  setting("body_widths", torch::tensor(options.body_widths()));
+  setting("blocks_per_stage", torch::tensor(options.blocks_per_stage()));
+  setting("fpn_channels", torch::tensor(options.fpn_channels()));
+  setting("anchor_sizes", torch::tensor(options.anchor_sizes()));
+  setting("aspect_ratios", torch::tensor(options.aspect_ratios()));
+  setting("rpn_pre_nms_top_n_train", torch::tensor(options.rpn_pre_nms_top_n_train()));
+  setting("rpn_post_nms_top_n_train", torch::tensor(options.rpn_post_nms_top_n_train()));
+  setting("fpn_post_nms_top_n_train", torch::tensor(options.fpn_post_nms_top_n_train()));
+  setting("rpn_nms_threshold", torch::tensor(options.rpn_nms_threshold()));
+  setting("rpn_batch_size_per_image", torch::tensor(options.rpn_batch_size_per_image()));
+  setting("rpn_positive_fraction", torch::tensor(options.rpn_positive_fraction()));
+  setting("roi_batch_size_per_image", torch::tensor(options.roi_batch_size_per_image()));
+  setting("roi_positive_fraction", torch::tensor(options.roi_positive_fraction()));
+  setting("box_pooled_size", torch::tensor(options.box_pooled_size()));
+  setting("box_fc_size", torch::tensor(options.box_fc_size()));
+  setting("mask_pooled_size", torch::tensor(options.mask_pooled_size()));
+  setting("mask_conv_channels", torch::tensor(options.mask_conv_channels()));
+  save_dict(inputs, dir / "inputs.pt");
+
+  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_MASKRCNN_REFERENCE_SCRIPT + " " +
+                              (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << "reference failed (are python3-torch and python3-torchvision installed?): " << command;
+  const auto expected = load_dict(dir / "expected.pt");
+  const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
+
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(1);
+  const Losses losses = model->losses(images, sizes, targets, generator);
+  losses.total().backward();
+  const std::pair<const char*, torch::Tensor> terms[] = {{"loss_objectness", losses.objectness},
+                                                         {"loss_rpn_box_reg", losses.rpn_box},
+                                                         {"loss_classifier", losses.classifier},
+                                                         {"loss_box_reg", losses.box_reg},
+                                                         {"loss_mask", losses.mask}};
+  for (const auto& [name, value] : terms) {
+    const double want = reference(name).item<double>();
+    EXPECT_GT(want, 0) << name << ": the test must exercise every term";
+    EXPECT_NEAR(value.item<double>(), want, 1e-4 * std::abs(want) + 1e-6) << name;
+  }
+  EXPECT_GE(reference("positive_rois").item<int64_t>(), 3);  // at least the ground truth itself
+  int compared = 0;
+  for (const auto& item : model->named_parameters()) {
+    const std::string key = "grad." + item.key();
+    if (!item.value().requires_grad()) {
+      EXPECT_FALSE(expected.contains(key)) << key;
+      continue;
+    }
+    ASSERT_TRUE(expected.contains(key)) << key;
+    ASSERT_TRUE(item.value().grad().defined()) << key;
+    const auto want = reference(key);
+    EXPECT_TRUE(torch::allclose(item.value().grad(), want, 1e-3, 1e-5 * want.abs().max().item<double>() + 1e-7)) << key;
+    ++compared;
+  }
+  EXPECT_GT(compared, 30);
+  fs::remove_all(dir);
+}
+
+TEST(MaskRcnnModel, LoadsTorchvisionResNetWeightsConvertedByTheScript) {
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_maskrcnn_backbone_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // torchvision's ResNet-50 layout with one bottleneck per stage (the converter takes any bottleneck ResNet), so
+  // the test stays fast; the body's names and widths are ResNet-50's. Batch-norm statistics are made non-trivial.
+  const std::string make =
+      "/usr/bin/python3 -c \"import torch, torchvision; from torchvision.models.resnet import ResNet, Bottleneck; "
+      "torch.manual_seed(1); m = ResNet(Bottleneck, [1, 1, 1, 1]); "
+      "[b.running_var.uniform_(0.5, 2) for b in m.modules() if isinstance(b, torch.nn.BatchNorm2d)]; m.bn1.running_var.fill_(1); "
+      "torch.save(m.state_dict(), '" + (dir / "resnet.pth").string() + "')\"";
+  ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  const std::string convert = std::string("/usr/bin/python3 ") + TRAINBENCH_CONVERT_SCRIPT + " " +
+                              (dir / "resnet.pth").string() + " " + (dir / "body.pt").string() + " > /dev/null";
+  ASSERT_EQ(std::system(convert.c_str()), 0) << convert;
+  MaskRcnn model(small_options().body_widths({64, 128, 256, 512}));
+  model->load_backbone((dir / "body.pt").string());
+  const auto converted = load_dict(dir / "body.pt");
+  for (const char* name : {"conv1.weight", "bn1.running_var", "layer3.0.conv2.weight", "layer4.0.downsample.1.bias"}) {
+    torch::Tensor value;
+    for (const auto& item : model->body->named_parameters())
+      if (item.key() == name) value = item.value();
+    for (const auto& item : model->body->named_buffers())
+      if (item.key() == name) value = item.value();
+    ASSERT_TRUE(value.defined()) << name;
+    EXPECT_TRUE(torch::equal(value, converted.at(name).toTensor())) << name;
+  }
+  // The converter folds torchvision's eps into the variance the frozen batch norm divides by.
+  EXPECT_TRUE(torch::allclose(converted.at("bn1.running_var").toTensor(), torch::full({64}, 1 + 1e-5), 0, 1e-7));
+  MaskRcnn narrow(small_options());
+  EXPECT_THROW(narrow->load_backbone((dir / "body.pt").string()), Error);  // shapes differ: named, not copied
+  fs::remove_all(dir);
+}
+
+TEST(MaskRcnnQualityGate, TinyPresetReachesBothTargets) { const testing::QualityGateRun gate("maskrcnn", 1234); }
+
+}  // namespace
+}  // namespace trainbench::maskrcnn
