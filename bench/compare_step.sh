@@ -50,7 +50,7 @@ common=("${fixed[@]}" --threads "${THREADS:-2}" --steps "${STEPS:-$steps}" --war
 
 peer() {
   /usr/bin/python3 "bench/peers/${benchmark}_train_step.py" "${common[@]}" |
-    awk '{for (i=1;i<=NF;i++) if ($i=="training") print $(i+1)}'
+    awk '{for (i=1;i<=NF;i++) if ($i=="training" && $(i+1) ~ /^[0-9.]+$/) print $(i+1)}'
 }
 malloc_setting=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824
 cpp=() py=() pytuned=()

@@ -1,7 +1,8 @@
 """Same-machine peer for `trainbench bench maskrcnn`: Mask R-CNN in Debian's python3-torch + python3-torchvision
 (torchvision.models.detection.MaskRCNN, with torchvision's RoIAlign and NMS kernels) at the preset's image size,
 batch, RoI counts, head sizes and thread count, timed the same way (median step time after warm-up, a synthetic
-in-memory batch with three square objects per image, target matching, sampling and mask targets in the step).
+in-memory batch with three square objects per image, target matching, sampling and mask targets in the step),
+then inference on the same batch (detection and mask paste, 100 detections per image, as trainbench's bench).
 
     /usr/bin/python3 bench/peers/maskrcnn_train_step.py --preset mini --threads 2 --steps 10 --warmup 2
 
@@ -107,6 +108,23 @@ def main():
             yield
 
     step_timing.time_steps(args, steps(), batch, "img/s", [f"{width}x{height} px"])
+
+    # Inference as trainbench's bench times it: detection, per-class NMS, top 100 and the masks pasted into the
+    # image, with score threshold 0 so that every image keeps 100 detections even from untrained weights.
+    # trainbench's line also RLE-encodes the pasted masks; torchvision stops at the pasted masks.
+    model.eval()
+    model.roi_heads.score_thresh = 0.0
+    detections_per_batch = []
+
+    def infer():
+        with torch.no_grad():
+            detections = model(images)
+        detections_per_batch.append(sum(len(d["masks"]) for d in detections))
+
+    median = step_timing.median_call_seconds(args, infer)
+    print(f"python3-torch {torch.__version__}: inference {batch / median:10.1f} img/s  (batch {batch}, {width}x{height} px, "
+          f"{args.threads} threads, median of {args.steps} steps: {median:.5f} s/step, "
+          f"{detections_per_batch[-1]} detections per batch)")
 
 
 if __name__ == "__main__":

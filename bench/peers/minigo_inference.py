@@ -7,9 +7,6 @@ probabilities and tanh values copied out as numpy arrays.
 
 The median of --steps calls after --warmup untimed ones, as trainbench's bench times its calls.
 """
-import statistics
-import time
-
 import torch
 
 import step_timing
@@ -28,14 +25,7 @@ def main():
             policy, values = net(planes.float())
             return policy.numpy().copy(), values.numpy().copy()
 
-    for _ in range(args.warmup):
-        call()
-    seconds = []
-    for _ in range(args.steps):
-        begin = time.perf_counter()
-        call()
-        seconds.append(time.perf_counter() - begin)
-    median = statistics.median(seconds)
+    median = step_timing.median_call_seconds(args, call)
     print(f"python3-torch {torch.__version__}: inference {batch / median:10.1f} positions/s  (batch {batch}: "
           f"{config['concurrent_games']} games / {args.threads} threads x {config['virtual_losses']} virtual losses, "
           f"{args.threads} threads, median of {args.steps} calls: {median:.5f} s/call)")

@@ -66,3 +66,16 @@ def time_steps(args, steps, batch, unit, details=(), digits=4):
     described = ", ".join([f"batch {batch}", *details, f"{args.threads} threads"])
     print(f"python3-torch {torch.__version__}: training {batch / median:10.1f} {unit}  ({described}, "
           f"median of {args.steps} steps: {median:.{digits}f} s/step)")
+
+
+def median_call_seconds(args, call):
+    """Calls call() args.warmup times untimed, then args.steps times timed; returns the median seconds of a call.
+    For the peers' lines other than training (inference), which print their own result line."""
+    for _ in range(args.warmup):
+        call()
+    seconds = []
+    for _ in range(args.steps):
+        begin = time.perf_counter()
+        call()
+        seconds.append(time.perf_counter() - begin)
+    return statistics.median(seconds)
