@@ -124,8 +124,18 @@ class HarnessControl : public RunControl {
     if (const int signal_number = pending_interrupt()) throw RunInterrupted{signal_number};
   }
 
-  // Waits count as such inside train(); inside evaluate() they are part of the evaluation.
-  void set_training(bool training) { training_ = training; }
+  // Waits count as such inside train(); inside evaluate() they are part of the evaluation. The flag is
+  // cleared however train() ends, so a throw cannot leave later waits counted as training's.
+  class TrainingSpan {
+   public:
+    explicit TrainingSpan(HarnessControl& control) : control_(control) { control_.training_ = true; }
+    ~TrainingSpan() { control_.training_ = false; }
+    TrainingSpan(const TrainingSpan&) = delete;
+    TrainingSpan& operator=(const TrainingSpan&) = delete;
+
+   private:
+    HarnessControl& control_;
+  };
   void add_input_wait(double seconds) override {
     if (training_) parts_.input_wait += seconds;
   }
@@ -187,9 +197,10 @@ void train_block(Workload& workload, const Block& block, MlLogger& log, RankGrou
   const int64_t block_start_ms = log.start("block_start", nullptr, block_metadata);
   control.begin_block(block);
   const auto train_start = SteadyClock::now();
-  control.set_training(true);
-  const BlockReport local = workload.train(block, control);
-  control.set_training(false);
+  const BlockReport local = [&] {
+    const HarnessControl::TrainingSpan training(control);
+    return workload.train(block, control);
+  }();
   parts.train += seconds_since(train_start);
   std::vector<double> totals{static_cast<double>(local.samples), local.mean_loss, static_cast<double>(local.skipped_files)};
   const auto sum_start = SteadyClock::now();

@@ -5,9 +5,9 @@
 // ||w|| / ||update|| for the parameters that decay (apex's default use_nvlamb=false leaves biases and
 // LayerNorm, which the reference does not decay, at ratio 1).
 //
-// On the CPU the whole step is one fused loop per tensor (three passes over memory in all instead of the
-// ten-odd of an op-by-op version), parallel over elements; elsewhere, or when fused is off, it is the same
-// arithmetic in tensor ops.
+// For float32 on the CPU the whole step is one fused, vectorised loop per tensor (three passes over memory in
+// all instead of the ten-odd of an op-by-op version), parallel over elements; for other types or devices, or
+// when fused is off, it is the same arithmetic in tensor ops.
 #include <string>
 #include <utility>
 #include <vector>

@@ -59,8 +59,9 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden, const torch::T
   // One matrix product for query, key and value: fewer, larger GEMMs are faster than three small ones.
   const torch::Tensor qkv = torch::nn::functional::linear(
       hidden, torch::cat({query->weight, key->weight, value->weight}), torch::cat({query->bias, key->bias, value->bias}));
-  // [B, S, 3, heads, d] -> three [B*heads, S, d]
-  const auto split = qkv.view({batch, seq, 3, heads_, head_width}).permute({2, 0, 3, 1, 4});
+  // [B, S, 3, heads, d] -> three [B*heads, S, d]. unbind rather than three selects: its backward stacks the
+  // three gradients once instead of zero-filling and summing three full-size buffers.
+  const std::vector<torch::Tensor> split = qkv.view({batch, seq, 3, heads_, head_width}).permute({2, 0, 3, 1, 4}).unbind(0);
   const torch::Tensor q = split[0].reshape({batch * heads_, seq, head_width});
   const torch::Tensor k = split[1].reshape({batch * heads_, seq, head_width});
   const torch::Tensor v = split[2].reshape({batch * heads_, seq, head_width});
@@ -79,7 +80,11 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden, const torch::T
 BertForPreTrainingImpl::BertForPreTrainingImpl(const BertOptions& options) : options_(options) {
   auto bert = level(*this, "bert");
   auto embeddings = level(*bert, "embeddings");
-  word_embeddings = embeddings->register_module("word_embeddings", torch::nn::Embedding(options.vocab_size(), options.hidden()));
+  // A sparse gradient from the lookup: the tied MLM decoder's dense gradient of the same weight arrives first
+  // and the lookup's rows are added into it, instead of a zero-filled vocab x hidden buffer summed with it.
+  word_embeddings = embeddings->register_module(
+      "word_embeddings",
+      torch::nn::Embedding(torch::nn::EmbeddingOptions(options.vocab_size(), options.hidden()).sparse(true)));
   position_embeddings =
       embeddings->register_module("position_embeddings", torch::nn::Embedding(options.max_positions(), options.hidden()));
   token_type_embeddings =

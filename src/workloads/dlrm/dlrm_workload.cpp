@@ -2,12 +2,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <future>
+#include <limits>
 #include <optional>
 
 #include <torch/torch.h>
 
 #include "data/auc.h"
+#include "data/batch_pipeline.h"
 #include "data/criteo.h"
 #include "data/generators/criteo_synthetic.h"
 #include "dist/communicator.h"
@@ -135,16 +136,9 @@ class DlrmWorkload : public WorkloadBase {
     const RankWaitReport rank_wait(*mlp_gradients_, control);
     const double row_exchange_before = parallel_->row_exchange_seconds;
     for (int64_t step = first; step < last; ++step) {
-      fetch_input(control, [&] {
-        if (read_ahead_.step == step) {
-          read_ahead_.done.get();
-          std::swap(batch_, read_ahead_.batch);  // batch_'s old buffers are free: the last step's tensors are gone
-        } else {
-          if (read_ahead_.done.valid()) read_ahead_.done.get();  // a read for another step: never run two at once
-          read_step(step, batch_);
-        }
-      });
-      start_read_ahead(step + 1);
+      if (!input_ || input_step_ != step) start_input(step);
+      fetch_input(control, [&] { batch_ = *input_->next(); });  // batch_'s old buffers go: the last step's tensors are gone
+      ++input_step_;
       if (batch_.size == 0) continue;
       const BatchTensors tensors = as_tensors(batch_, device_);
       const double loss =
@@ -191,11 +185,18 @@ class DlrmWorkload : public WorkloadBase {
     }
     train_->next(batch);
   }
-  // Reads step `step`'s batch on a helper thread while the current step computes, so the reader's pread and
-  // log transform stay off the training thread. Runs past the block (and the run's last step) by one batch.
-  void start_read_ahead(int64_t step) {
-    read_ahead_.step = step;
-    read_ahead_.done = std::async(std::launch::async, [this, step] { read_step(step, read_ahead_.batch); });
+  // Reads training batches from step `step` on, in order, on one reader thread kept kReadAheadBatches batches
+  // ahead of the training thread, so the reader's pread and log transform stay off it. The reader runs on
+  // across blocks and evaluations (which read eval_), and past the run's last step by up to that depth.
+  void start_input(int64_t step) {
+    input_.reset();  // joins the reader before another starts: train_ reads sequentially
+    input_.emplace(1, kReadAheadBatches);
+    input_->start(std::numeric_limits<int64_t>::max(), [this, step](int64_t index, const std::atomic<bool>&) {
+      data::CriteoBatch batch;
+      read_step(step + index, batch);
+      return batch;
+    });
+    input_step_ = step;
   }
 
   Dlrm model_{nullptr};
@@ -204,12 +205,10 @@ class DlrmWorkload : public WorkloadBase {
   DlrmLrSchedule schedule_;
   std::optional<data::CriteoBatchReader> train_, eval_;
   data::CriteoBatch batch_;
-  int64_t epoch_ = -1;
-  struct ReadAhead {  // after the reader, and `done` after `batch`: the read is joined before either goes
-    int64_t step = -1;
-    data::CriteoBatch batch;
-    std::future<void> done;
-  } read_ahead_;
+  int64_t epoch_ = -1;  // the epoch train_ is reading: only the reader thread touches it and train_ once started
+  static constexpr int kReadAheadBatches = 4;
+  std::optional<data::BatchPipeline<data::CriteoBatch>> input_;  // after train_: joined before the reader goes
+  int64_t input_step_ = -1;                                       // the step input_ hands out next
 };
 
 // The day files a preset trains and evaluates on: its generated set's, or `days` (24 for Criteo 1TB).

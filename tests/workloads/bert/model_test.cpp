@@ -86,7 +86,8 @@ TEST(BertLamb, FusedCpuStepEqualsTheTensorOpStep) {
   torch::manual_seed(9);
   std::vector<std::pair<std::string, torch::Tensor>> a, b;
   for (const auto& [name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
-           {"w.weight", {300, 200}}, {"w.bias", {300}}, {"n.LayerNorm.weight", {200}}, {"zero.weight", {4, 4}}}) {
+           {"w.weight", {300, 200}}, {"w.bias", {300}}, {"n.LayerNorm.weight", {200}}, {"odd.weight", {7, 143}},
+           {"zero.weight", {4, 4}}}) {
     auto value = name == "zero.weight" ? torch::zeros(shape) : torch::randn(shape);
     a.emplace_back(name, value.clone().requires_grad_());
     b.emplace_back(name, value.clone().requires_grad_());
