@@ -45,8 +45,8 @@ PretrainingBatch make_batch(const data::BertSamples& samples, torch::Device devi
   return result;
 }
 
-torch::Tensor pretraining_loss(const BertOutputs& outputs, const PretrainingBatch& batch) {
-  return torch::nn::functional::cross_entropy(outputs.masked_lm_logits, batch.masked_lm_ids) +
+torch::Tensor pretraining_loss(const BertForPreTraining& model, const BertOutputs& outputs, const PretrainingBatch& batch) {
+  return model->masked_lm_loss(outputs.masked_lm_features, batch.masked_lm_ids) +
          torch::nn::functional::cross_entropy(outputs.next_sentence_logits, batch.next_sentence_labels);
 }
 
@@ -54,7 +54,7 @@ torch::Tensor train_step(BertForPreTraining& model, Lamb& optimizer, dist::Gradi
                          const PretrainingBatch& batch, double learning_rate) {
   optimizer.zero_grad();
   const BertOutputs outputs = model->forward(batch.input_ids, batch.segment_ids, batch.input_mask, batch.masked_positions);
-  torch::Tensor loss = pretraining_loss(outputs, batch);
+  torch::Tensor loss = pretraining_loss(model, outputs, batch);
   loss.backward();
   gradients.finish();
   optimizer.step(learning_rate);
@@ -64,7 +64,7 @@ torch::Tensor train_step(BertForPreTraining& model, Lamb& optimizer, dist::Gradi
 int64_t masked_lm_correct(BertForPreTraining& model, const PretrainingBatch& batch) {
   torch::NoGradGuard no_grad;
   const BertOutputs outputs = model->forward(batch.input_ids, batch.segment_ids, batch.input_mask, batch.masked_positions);
-  return outputs.masked_lm_logits.argmax(1).eq(batch.masked_lm_ids).sum().item<int64_t>();
+  return model->masked_lm_logits(outputs.masked_lm_features).argmax(1).eq(batch.masked_lm_ids).sum().item<int64_t>();
 }
 
 namespace {

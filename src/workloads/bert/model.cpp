@@ -34,6 +34,38 @@ void truncated_normal_(torch::Tensor& tensor, double std) {
   tensor.uniform_(2 * low - 1, 1 - 2 * low).erfinv_().mul_(std * std::sqrt(2.0));
 }
 
+// cross_entropy(linear(features, weight, bias), labels) averaged over rows. Autograd's cross_entropy would
+// zero-fill a vocab-wide gradient, scatter into it and run log_softmax's backward over it: three passes over
+// the step's largest tensor. Here the backward forms softmax - one_hot once (the exp of the saved
+// log-probabilities, minus 1 at each label) and feeds it straight to the decoder's matrix products.
+class DecoderCrossEntropy : public torch::autograd::Function<DecoderCrossEntropy> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& features,
+                               const torch::Tensor& weight, const torch::Tensor& bias, const torch::Tensor& labels) {
+    const torch::Tensor log_probabilities = torch::log_softmax(torch::addmm(bias, features, weight.t()), 1);
+    context->save_for_backward({features, weight, labels});
+    context->saved_data["log_probabilities"] = log_probabilities;
+    return -log_probabilities.gather(1, labels.unsqueeze(1)).mean();
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* context,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = context->get_saved_variables();
+    const torch::Tensor &features = saved[0], &weight = saved[1], &labels = saved[2];
+    const torch::Tensor log_probabilities = context->saved_data["log_probabilities"].toTensor();
+    const int64_t rows = log_probabilities.size(0);
+    torch::Tensor delta = log_probabilities.exp();  // d loss / d logits, before the scale: softmax - one_hot
+    delta.scatter_add_(1, labels.unsqueeze(1), torch::full({rows, 1}, -1.0, delta.options()));
+    // The scale stays a tensor so that a device run needs no host synchronisation.
+    const torch::Tensor scale = grad_outputs[0] / static_cast<double>(rows);
+    torch::Tensor features_grad, weight_grad, bias_grad;
+    if (context->needs_input_grad(0)) features_grad = torch::mm(delta, weight).mul_(scale);
+    if (context->needs_input_grad(1)) weight_grad = torch::mm(delta.t(), features).mul_(scale);
+    if (context->needs_input_grad(2)) bias_grad = delta.sum(0).mul_(scale);
+    return {features_grad, weight_grad, bias_grad, torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 BertLayerImpl::BertLayerImpl(const BertOptions& options) : heads_(options.heads()), dropout_(options.dropout()) {
@@ -133,9 +165,16 @@ BertOutputs BertForPreTrainingImpl::forward(const torch::Tensor& input_ids, cons
   const torch::Tensor first_token = hidden.select(1, 0);
   outputs.next_sentence_logits = seq_relationship(torch::tanh(pooler(first_token)));
   const torch::Tensor masked = hidden.reshape({batch * seq, options_.hidden()}).index_select(0, masked_positions);
-  const torch::Tensor transformed = transform_norm(torch::gelu(transform(masked)));
-  outputs.masked_lm_logits = torch::nn::functional::linear(transformed, word_embeddings->weight, output_bias);
+  outputs.masked_lm_features = transform_norm(torch::gelu(transform(masked)));
   return outputs;
+}
+
+torch::Tensor BertForPreTrainingImpl::masked_lm_logits(const torch::Tensor& features) const {
+  return torch::nn::functional::linear(features, word_embeddings->weight, output_bias);
+}
+
+torch::Tensor BertForPreTrainingImpl::masked_lm_loss(const torch::Tensor& features, const torch::Tensor& labels) const {
+  return DecoderCrossEntropy::apply(features, word_embeddings->weight, output_bias, labels);
 }
 
 double BertForPreTrainingImpl::forward_macs(int64_t sequences, int64_t seq_length, int64_t predictions) const {

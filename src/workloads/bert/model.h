@@ -36,7 +36,7 @@ class BertLayerImpl : public torch::nn::Module {
 TORCH_MODULE(BertLayer);
 
 struct BertOutputs {
-  torch::Tensor masked_lm_logits;        // [predictions, vocab]: only at the masked positions
+  torch::Tensor masked_lm_features;      // [predictions, hidden]: the MLM head's transform, only at the masked positions
   torch::Tensor next_sentence_logits;    // [batch, 2]
 };
 
@@ -47,6 +47,14 @@ class BertForPreTrainingImpl : public torch::nn::Module {
   // int64 [P], indices into the flattened [B*S] tokens whose original ids are to be predicted.
   BertOutputs forward(const torch::Tensor& input_ids, const torch::Tensor& segment_ids, const torch::Tensor& input_mask,
                       const torch::Tensor& masked_positions);
+
+  // The MLM decoder (its weight tied to the word embeddings) over BertOutputs::masked_lm_features:
+  // [predictions, vocab] logits.
+  torch::Tensor masked_lm_logits(const torch::Tensor& features) const;
+  // The masked-LM loss: cross_entropy(masked_lm_logits(features), labels), the mean over predictions, with a
+  // fused backward (one pass over the [predictions, vocab] probabilities instead of four). labels: int64
+  // [predictions], each in [0, vocab).
+  torch::Tensor masked_lm_loss(const torch::Tensor& features, const torch::Tensor& labels) const;
 
   // Re-draws all weights as the reference does: truncated normal(0, initializer_range) for matrices and
   // embeddings, zero biases, LayerNorm gamma 1 / beta 0.

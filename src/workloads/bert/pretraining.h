@@ -21,7 +21,7 @@ struct PretrainingBatch {
 PretrainingBatch make_batch(const data::BertSamples& samples, torch::Device device);
 
 // Masked-LM cross entropy (mean over predictions) plus next-sentence cross entropy, as the reference sums them.
-torch::Tensor pretraining_loss(const BertOutputs& outputs, const PretrainingBatch& batch);
+torch::Tensor pretraining_loss(const BertForPreTraining& model, const BertOutputs& outputs, const PretrainingBatch& batch);
 
 // zero_grad, forward, loss, backward (gradients averaged over the ranks as they are produced), LAMB step.
 // Returns the loss.

@@ -51,7 +51,7 @@ TEST(BertModel, DecoderIsTiedAndOnlyMaskedPositionsAreScored) {
   const auto ids = torch::randint(120, {3, 10}, torch::kLong);
   const auto outputs = model->forward(ids, torch::zeros({3, 10}, torch::kLong), torch::ones({3, 10}, torch::kLong),
                                       torch::tensor({1, 12, 25, 29}, torch::kLong));
-  EXPECT_EQ(outputs.masked_lm_logits.sizes(), (std::vector<int64_t>{4, 120}));
+  EXPECT_EQ(model->masked_lm_logits(outputs.masked_lm_features).sizes(), (std::vector<int64_t>{4, 120}));
   EXPECT_EQ(outputs.next_sentence_logits.sizes(), (std::vector<int64_t>{3, 2}));
   // Padding is invisible: changing a padded token does not change the other positions' outputs.
   auto mask = torch::ones({1, 10}, torch::kLong);
@@ -59,8 +59,8 @@ TEST(BertModel, DecoderIsTiedAndOnlyMaskedPositionsAreScored) {
   auto changed = ids.slice(0, 0, 1).clone();
   changed[0][9] = (changed[0][9].item<int64_t>() + 1) % 120;
   const auto positions = torch::tensor({2, 5}, torch::kLong);
-  const auto a = model->forward(ids.slice(0, 0, 1), torch::zeros({1, 10}, torch::kLong), mask, positions).masked_lm_logits;
-  const auto b = model->forward(changed, torch::zeros({1, 10}, torch::kLong), mask, positions).masked_lm_logits;
+  const auto a = model->forward(ids.slice(0, 0, 1), torch::zeros({1, 10}, torch::kLong), mask, positions).masked_lm_features;
+  const auto b = model->forward(changed, torch::zeros({1, 10}, torch::kLong), mask, positions).masked_lm_features;
   EXPECT_TRUE(torch::allclose(a, b, 1e-5, 1e-6));
 }
 
@@ -80,6 +80,30 @@ TEST(BertModel, InitialisationIsTruncatedNormalWithUnitLayerNorm) {
   EXPECT_TRUE(excluded_from_weight_decay("bert.encoder.layer.0.output.LayerNorm.weight"));
   EXPECT_TRUE(excluded_from_weight_decay("cls.predictions.bias"));
   EXPECT_FALSE(excluded_from_weight_decay("bert.embeddings.word_embeddings.weight"));
+}
+
+TEST(BertModel, FusedMaskedLmLossEqualsCrossEntropyOverTheDecoderInValueAndGradients) {
+  torch::manual_seed(3);
+  BertForPreTraining model(BertOptions().vocab_size(50).hidden(8).layers(1).heads(2).intermediate(8).max_positions(16).dropout(0));
+  model->to(torch::kDouble);
+  const auto features = torch::randn({6, 8}, torch::kDouble).requires_grad_();
+  const auto labels = torch::tensor({4, 4, 0, 49, 17, 4}, torch::kLong);  // repeated labels and both ends
+  const auto parameters = model->named_parameters();
+  const auto& weight = parameters["bert.embeddings.word_embeddings.weight"];
+  const auto& bias = parameters["cls.predictions.bias"];
+  torch::NoGradGuard no_grad_init;
+  bias.copy_(torch::randn({50}, torch::kDouble));
+  {
+    torch::AutoGradMode enable(true);
+    // Scaled by 3, as when the loss is one term of a weighted sum: the gradient scale must reach every input.
+    const auto expected = torch::nn::functional::cross_entropy(model->masked_lm_logits(features), labels);
+    const auto expected_grads = torch::autograd::grad({expected * 3}, {features, weight, bias});
+    const auto fused = model->masked_lm_loss(features, labels);
+    const auto fused_grads = torch::autograd::grad({fused * 3}, {features, weight, bias});
+    EXPECT_NEAR(fused.item<double>(), expected.item<double>(), 1e-12);
+    for (size_t i = 0; i < fused_grads.size(); ++i)
+      EXPECT_TRUE(torch::allclose(fused_grads[i], expected_grads[i], 1e-10, 1e-12)) << "input " << i;
+  }
 }
 
 TEST(BertLamb, FusedCpuStepEqualsTheTensorOpStep) {
