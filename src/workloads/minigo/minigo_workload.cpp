@@ -72,6 +72,21 @@ go::PlayOptions self_play_options(const Config& config, uint64_t seed, int threa
   return options;
 }
 
+// torch::set_num_threads is process-wide: besides the calling thread's count it sets the count every thread
+// takes at its first parallel operation. The self-play workers' setting of 1 would so leave the main thread
+// (training, `bench`'s inference) on one thread if its first parallel operation came after self-play; this
+// keeps the calling thread's count, read before the workers start, and sets it again once they are done.
+class KeepComputeThreads {
+ public:
+  KeepComputeThreads() : threads_(torch::get_num_threads()) {}
+  ~KeepComputeThreads() { torch::set_num_threads(threads_); }
+  KeepComputeThreads(const KeepComputeThreads&) = delete;
+  KeepComputeThreads& operator=(const KeepComputeThreads&) = delete;
+
+ private:
+  int threads_;
+};
+
 go::PlayOptions match_options(const Config& config, uint64_t seed, int threads) {
   go::PlayOptions options = self_play_options(config, seed, threads);
   options.mcts = mcts_options(config, static_cast<int>(config.integer("eval_readouts")));
@@ -153,6 +168,7 @@ class MinigoLoop {
     go::ExampleSet examples;
     go::PlayOptions options = self_play_options(config_, data::mix_seed(seed_, 1, static_cast<uint64_t>(generation)), threads_);
     if (generation == 0) options.mcts.allow_pass = config_.boolean("bootstrap_allow_pass");
+    const KeepComputeThreads keep_threads;
     const auto records = go::self_play(options, static_cast<int>(games), evaluator(on_batch), &examples, stats);
     const std::string player = "network " + std::to_string(generation);
     write_games(config_, "generation-" + generation_name(generation), records, player, player);
@@ -241,6 +257,7 @@ class MinigoLoop {
 double win_rate(const Config& config, MinigoNet& learner, MinigoNet& target, uint64_t seed, int threads,
                 const std::function<void()>& on_batch, const std::string& sgf_folder, const std::string& learner_name) {
   const int64_t games = config.integer("eval_games");
+  const KeepComputeThreads keep_threads;
   const auto records = go::play_match(
       match_options(config, seed, threads), static_cast<int>(games),
       [&](int model, const uint8_t* features, int batch, float* policy, float* values) {
