@@ -102,6 +102,8 @@ TEST(MinigoModel, NamesTheFortyEightReferenceTensors) {
 }
 
 // MCTS evaluates through this: uint8 planes in, probabilities and values out, as one forward pass would give.
+// It folds each BN into its conv, so the BNs get statistics and affine values far from their initial ones, and
+// a change of the weights (as a training step or a load makes) must reach the next call.
 TEST(MinigoModel, BatchedInferenceMatchesTheForwardPass) {
   torch::manual_seed(3);
   MinigoNet net(MinigoNetOptions().board_size(7).filters(8).trunk_blocks(1).fc_width(4));
@@ -110,11 +112,23 @@ TEST(MinigoModel, BatchedInferenceMatchesTheForwardPass) {
   EXPECT_THROW(net->evaluate(planes.data_ptr<uint8_t>(), 5, policy.data(), values.data()), c10::Error)
       << "train mode would update the BN statistics from several threads";
   net->eval();
-  net->evaluate(planes.data_ptr<uint8_t>(), 5, policy.data(), values.data());
-  const MinigoOutput out = net->forward(planes.to(torch::kFloat32));
-  const auto expected = torch::softmax(out.policy_logits, 1);
-  EXPECT_TRUE(torch::allclose(torch::from_blob(policy.data(), {5, 50}), expected, 1e-5, 1e-6));
-  EXPECT_TRUE(torch::allclose(torch::from_blob(values.data(), {5}), out.value, 1e-5, 1e-6));
+  const auto expect_forward_pass = [&](const std::string& when) {
+    net->evaluate(planes.data_ptr<uint8_t>(), 5, policy.data(), values.data());
+    const MinigoOutput out = net->forward(planes.to(torch::kFloat32));
+    const auto expected = torch::softmax(out.policy_logits, 1);
+    EXPECT_TRUE(torch::allclose(torch::from_blob(policy.data(), {5, 50}), expected, 1e-5, 1e-6)) << when;
+    EXPECT_TRUE(torch::allclose(torch::from_blob(values.data(), {5}), out.value, 1e-5, 1e-6)) << when;
+  };
+  expect_forward_pass("initial weights");
+  torch::NoGradGuard no_grad;
+  for (const auto& buffer : net->named_buffers())
+    if (buffer.key().find("running_mean") != std::string::npos) buffer.value().uniform_(-0.5, 0.5);
+    else if (buffer.key().find("running_var") != std::string::npos) buffer.value().uniform_(0.2, 3.0);
+  for (const auto& parameter : net->named_parameters())
+    if (parameter.key().find("bn") != std::string::npos) parameter.value().uniform_(-1.5, 1.5);
+  expect_forward_pass("BN statistics, gammas and betas set");
+  for (auto& tensor : net->parameters()) tensor.mul_(1.1);
+  expect_forward_pass("all weights scaled in place");
 }
 
 TEST(MinigoQualityGate, TinyPresetBeatsItsTargetAndPassesReview) {
