@@ -131,6 +131,51 @@ TEST(MinigoModel, BatchedInferenceMatchesTheForwardPass) {
   expect_forward_pass("all weights scaled in place");
 }
 
+// overlap_selfplay plays network g - 1's games on their own thread while network g trains. Network 1 trains on
+// the bootstrap games alone either way, so the games network 1 plays (during generation 2's training when
+// overlapped) must be the sequential loop's, move for move: played with the frozen network 1, not with the
+// one in training. Network 2's differ: overlapped, it trained without network 1's games.
+TEST(MinigoLoop, OverlappedSelfPlayUsesThePreviousNetwork) {
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_minigo_overlap_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  keep_freed_memory_for_reuse();  // as trainbench's main() does
+  const WorkloadEntry& entry = find_workload("minigo");
+  const std::vector<std::string> small = {"bootstrap_games=16", "min_selfplay_games_per_generation=16", "concurrent_games=16",
+                                          "eval_games=4", "max_generations=3", "dataset.target_generation=0"};
+  entry.make_dataset(Config::from_presets("minigo", entry.presets_json, "tiny", small), (dir / "target").string(), 1);
+  for (const std::string mode : {"sequential", "overlapped"}) {
+    std::vector<std::string> overrides = small;
+    overrides.push_back("overlap_selfplay=" + std::string(mode == "overlapped" ? "true" : "false"));
+    overrides.push_back("sgf_dir=" + (dir / mode).string());
+    WorkloadSettings settings;
+    settings.config = Config::from_presets("minigo", entry.presets_json, "tiny", overrides);
+    settings.threads = 1;  // one self-play driver; overlapped, it and training take a core each
+    settings.seed = 5;
+    settings.data_dir = (dir / "target").string();
+    RunOptions options;
+    options.seed = 5;
+    options.result_path = (dir / mode / "result_0.txt").string();
+    options.show_progress = false;
+    run_benchmark(*entry.create(settings), options);
+  }
+  const auto read = [](const fs::path& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  int games = 0, differing = 0;
+  for (const auto& file : fs::directory_iterator(dir / "sequential" / "generation-001")) {
+    const std::string game = read(file.path());
+    EXPECT_NE(game.find("PB[network 1]"), std::string::npos) << file.path();
+    EXPECT_EQ(read(dir / "overlapped" / "generation-001" / file.path().filename()), game) << file.path().filename();
+    ++games;
+  }
+  EXPECT_EQ(games, 16);
+  for (const auto& file : fs::directory_iterator(dir / "sequential" / "generation-002"))
+    differing += read(file.path()) != read(dir / "overlapped" / "generation-002" / file.path().filename());
+  EXPECT_GT(differing, 0) << "network 2 should have trained on a different window";
+  fs::remove_all(dir);
+}
+
 TEST(MinigoQualityGate, TinyPresetBeatsItsTargetAndPassesReview) {
   const testing::QualityGateRun gate("minigo", 2024);
   EXPECT_TRUE(fs::exists(gate.data_dir() / "target.pt"));
