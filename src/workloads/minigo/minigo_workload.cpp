@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <optional>
 
 #include <torch/torch.h>
@@ -71,6 +72,21 @@ go::PlayOptions self_play_options(const Config& config, uint64_t seed, int threa
   options.seed = seed;
   return options;
 }
+
+// torch::set_num_threads is process-wide: besides the calling thread's count it sets the count every thread
+// takes at its first parallel operation. The self-play workers' setting of 1 would so leave the main thread
+// (training, `bench`'s inference) on one thread if its first parallel operation came after self-play; this
+// keeps the calling thread's count, read before the workers start, and sets it again once they are done.
+class KeepComputeThreads {
+ public:
+  KeepComputeThreads() : threads_(torch::get_num_threads()) {}
+  ~KeepComputeThreads() { torch::set_num_threads(threads_); }
+  KeepComputeThreads(const KeepComputeThreads&) = delete;
+  KeepComputeThreads& operator=(const KeepComputeThreads&) = delete;
+
+ private:
+  int threads_;
+};
 
 go::PlayOptions match_options(const Config& config, uint64_t seed, int threads) {
   go::PlayOptions options = self_play_options(config, seed, threads);
@@ -146,19 +162,39 @@ class MinigoLoop {
 
   MinigoNet& net() { return net_; }
 
-  // Self-play of `games` games with the current network; their full moves become generation `generation`.
+  // Network `generation`'s self-play: `games` games with `net` (the loop's network, or a frozen copy of it).
   // Generation 0 is the bootstrap: the random network's games, passes read only with bootstrap_allow_pass
-  // (minigo's bootstrap flags turn allow_pass off, so that its games are played out).
-  int play_generation(int64_t generation, int64_t games, go::PlayStats* stats, const std::function<void()>& on_batch) {
+  // (minigo's bootstrap flags turn allow_pass off, so that its games are played out). Touches nothing of the
+  // loop's state, so it may run while the loop trains.
+  struct Generation {
+    int64_t number = 0;
+    std::vector<go::GameRecord> records;
     go::ExampleSet examples;
+  };
+  Generation play(MinigoNet& net, int64_t generation, int64_t games, go::PlayStats* stats,
+                  const std::function<void()>& on_batch) const {
+    Generation played;
+    played.number = generation;
     go::PlayOptions options = self_play_options(config_, data::mix_seed(seed_, 1, static_cast<uint64_t>(generation)), threads_);
     if (generation == 0) options.mcts.allow_pass = config_.boolean("bootstrap_allow_pass");
-    const auto records = go::self_play(options, static_cast<int>(games), evaluator(on_batch), &examples, stats);
-    const std::string player = "network " + std::to_string(generation);
-    write_games(config_, "generation-" + generation_name(generation), records, player, player);
-    window_.push_back(std::move(examples));
+    const KeepComputeThreads keep_threads;
+    played.records = go::self_play(options, static_cast<int>(games), evaluator(net, on_batch), &played.examples, stats);
+    return played;
+  }
+
+  // A generation's games join the window (the oldest leaves beyond window_size), and its SGF is written.
+  // Returns its game count.
+  int add_to_window(Generation played) {
+    const std::string player = "network " + std::to_string(played.number);
+    write_games(config_, "generation-" + generation_name(played.number), played.records, player, player);
+    window_.push_back(std::move(played.examples));
     while (static_cast<int64_t>(window_.size()) > config_.integer("window_size")) window_.erase(window_.begin());
-    return static_cast<int>(records.size());
+    return static_cast<int>(played.records.size());
+  }
+
+  // Self-play with the current network, its games straight into the window.
+  int play_generation(int64_t generation, int64_t games, go::PlayStats* stats, const std::function<void()>& on_batch) {
+    return add_to_window(play(net_, generation, games, stats, on_batch));
   }
 
   // One pass over filter_amount of the window's examples, each under a random symmetry; `on_step` sees
@@ -214,10 +250,10 @@ class MinigoLoop {
     return loss.total.item<double>();
   }
 
-  go::BatchEvaluator evaluator(const std::function<void()>& on_batch) {
-    return [this, on_batch](int, const uint8_t* features, int batch, float* policy, float* values) {
+  static go::BatchEvaluator evaluator(MinigoNet& net, const std::function<void()>& on_batch) {
+    return [&net, on_batch](int, const uint8_t* features, int batch, float* policy, float* values) {
       if (on_batch) on_batch();
-      net_->evaluate(features, batch, policy, values);
+      net->evaluate(features, batch, policy, values);
     };
   }
 
@@ -241,6 +277,7 @@ class MinigoLoop {
 double win_rate(const Config& config, MinigoNet& learner, MinigoNet& target, uint64_t seed, int threads,
                 const std::function<void()>& on_batch, const std::string& sgf_folder, const std::string& learner_name) {
   const int64_t games = config.integer("eval_games");
+  const KeepComputeThreads keep_threads;
   const auto records = go::play_match(
       match_options(config, seed, threads), static_cast<int>(games),
       [&](int model, const uint8_t* features, int batch, float* policy, float* values) {
@@ -353,15 +390,28 @@ class MinigoWorkload : public WorkloadBase {
 
   DataSummary open_data() override { return {}; }
 
-  // Generation g: self-play with network g - 1 (generation 1 trains on the bootstrap games), then training;
-  // network g is saved when the block ends, and that is the time run_stop takes if it is the first to pass.
+  // Generation g: network g - 1's self-play (none in generation 1, which trains on the bootstrap games) and
+  // network g's training on the window; network g is saved when the block ends, and that is the time run_stop
+  // takes if it is the first to pass. Sequential (overlap_selfplay false): the games first, then training on
+  // a window that holds them. Overlapped (the reference's loop): the games on their own thread with a frozen
+  // copy of network g - 1 while the main thread trains on the window as it stands (up to network g - 2's
+  // games); they join the window when both are done.
   BlockReport train(const Block& block, RunControl& control) override {
     const auto generation = static_cast<int64_t>(block.first_epoch_num);
     BlockReport report;
     int games = bootstrap_games_;
-    if (generation > 1)
-      games = loop_->play_generation(generation - 1, config_.integer("min_selfplay_games_per_generation"), nullptr,
-                                     [&] { control.check_interrupt(); });
+    const int64_t games_per_generation = config_.integer("min_selfplay_games_per_generation");
+    const auto check_interrupt = [&] { control.check_interrupt(); };
+    std::optional<MinigoNet> frozen;
+    std::future<MinigoLoop::Generation> concurrent;  // its destructor waits for the thread, should training throw
+    if (generation > 1 && config_.boolean("overlap_selfplay")) {
+      frozen.emplace(network_of(config_, snapshot_of(loop_->net()), device_));
+      concurrent = std::async(std::launch::async, [&] {
+        return loop_->play(*frozen, generation - 1, games_per_generation, nullptr, check_interrupt);
+      });
+    } else if (generation > 1) {
+      games = loop_->play_generation(generation - 1, games_per_generation, nullptr, check_interrupt);
+    }
     LossMeter losses(config_);
     report.samples = loop_->train_generation(
         [&](int64_t batch, double loss) {
@@ -370,6 +420,7 @@ class MinigoWorkload : public WorkloadBase {
         },
         &control);
     report.mean_loss = losses.mean();
+    if (concurrent.valid()) games = loop_->add_to_window(concurrent.get());
     report.logged = {{"actual_selfplay_games_per_generation", games}};
     saved_.push_back(snapshot_of(loop_->net()));
     return report;

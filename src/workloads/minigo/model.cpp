@@ -59,16 +59,66 @@ MinigoOutput MinigoNetImpl::forward(const torch::Tensor& planes) {
   return {policy_fc_(policy), torch::tanh(value_fc2_(torch::relu(value_fc1_(value)))).squeeze(1)};
 }
 
+namespace {
+
+// conv -> eval-mode BN as one conv: weight w * s and bias beta - mean * s per output channel, s = gamma /
+// sqrt(var + eps) (gamma 1 and beta 0 for a BN without them), computed in double and rounded once.
+std::pair<torch::Tensor, torch::Tensor> fold_batch_norm(const torch::nn::Conv2d& conv, const torch::nn::BatchNorm2d& norm) {
+  auto scale = torch::rsqrt(norm->running_var.to(torch::kFloat64) + norm->options.eps());
+  auto shift = -norm->running_mean.to(torch::kFloat64) * scale;
+  if (norm->options.affine()) {
+    scale = scale * norm->weight.to(torch::kFloat64);
+    shift = shift * norm->weight.to(torch::kFloat64) + norm->bias.to(torch::kFloat64);
+  }
+  const auto type = conv->weight.scalar_type();
+  const auto weight = conv->weight.to(torch::kFloat64) * scale.view({-1, 1, 1, 1});
+  return {weight.to(type).contiguous(torch::MemoryFormat::ChannelsLast), shift.to(type)};
+}
+
+}  // namespace
+
+std::shared_ptr<const MinigoNetImpl::FoldedConvs> MinigoNetImpl::folded_convs() {
+  std::vector<std::pair<const void*, int64_t>> sources;
+  for (const auto& tensor : parameters()) sources.emplace_back(tensor.data_ptr(), tensor._version());
+  for (const auto& tensor : buffers()) sources.emplace_back(tensor.data_ptr(), tensor._version());
+  const std::lock_guard<std::mutex> lock(fold_mutex_);
+  if (folded_ && sources == folded_from_) return folded_;
+  auto convs = std::make_shared<FoldedConvs>();
+  const auto add = [&](const torch::nn::Conv2d& conv, const torch::nn::BatchNorm2d& norm) {
+    auto [weight, bias] = fold_batch_norm(conv, norm);
+    convs->push_back({std::move(weight), std::move(bias)});
+  };
+  add(initial_conv_, initial_bn_);
+  for (size_t i = 0; i < block_convs_.size(); ++i) add(block_convs_[i], block_bns_[i]);
+  add(policy_conv_, policy_bn_);
+  add(value_conv_, value_bn_);
+  folded_ = std::move(convs);
+  folded_from_ = std::move(sources);
+  return folded_;
+}
+
 void MinigoNetImpl::evaluate(const uint8_t* features, int batch, float* policy, float* values) {
   TORCH_CHECK(!is_training(), "MinigoNet::evaluate needs eval mode (it may run on several threads at once)");
   c10::InferenceMode inference;
   const int64_t size = options_.board_size(), points = size * size;
   const auto device = initial_conv_->weight.device();
   const auto planes = torch::from_blob(const_cast<uint8_t*>(features), {batch, go::Position::kPlanes, size, size}, torch::kUInt8)
-                          .to(device, torch::kFloat32);
-  const MinigoOutput out = forward(planes);
-  const auto probabilities = torch::softmax(out.policy_logits, 1).to(torch::kCPU).contiguous();
-  const auto value = out.value.to(torch::kCPU).contiguous();
+                          .to(device, torch::kFloat32, false, false, torch::MemoryFormat::ChannelsLast);
+  const auto folded = folded_convs();
+  const auto conv = [&](const torch::Tensor& x, size_t index, int64_t padding) {
+    return torch::conv2d(x, (*folded)[index].weight, (*folded)[index].bias, 1, padding);
+  };
+  // forward() with the folded convs, channels-last (NHWC: oneDNN's convs then need no reorder of their input
+  // and output per call); the in-place ReLUs and add reuse buffers this call owns. Flattening a head's
+  // output copies it back to NCHW order, which the dense layers' weights expect.
+  const size_t trunk = block_convs_.size();
+  auto x = conv(planes, 0, 1).relu_();
+  for (size_t i = 1; i <= trunk; i += 2) x = conv(conv(x, i, 1).relu_(), i + 1, 1).add_(x).relu_();
+  const auto policy_features = conv(x, trunk + 1, 0).relu_().flatten(1);
+  const auto value_features = conv(x, trunk + 2, 0).relu_().flatten(1);
+  const auto logits = policy_fc_(policy_features);
+  const auto value = torch::tanh(value_fc2_(torch::relu(value_fc1_(value_features)))).squeeze(1).to(torch::kCPU).contiguous();
+  const auto probabilities = torch::softmax(logits, 1).to(torch::kCPU).contiguous();
   std::memcpy(policy, probabilities.data_ptr<float>(), sizeof(float) * static_cast<size_t>(batch * (points + 1)));
   std::memcpy(values, value.data_ptr<float>(), sizeof(float) * static_cast<size_t>(batch));
 }

@@ -6,7 +6,10 @@
 // momentum 0.95 (TF's convention: running = 0.95 running + 0.05 batch) and epsilon 1e-5. Kernels are
 // Glorot-uniform and biases zero, TF's layer defaults. Input: the 13 mlperf07 planes, NCHW.
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -31,7 +34,8 @@ class MinigoNetImpl : public torch::nn::Module {
   MinigoOutput forward(const torch::Tensor& planes);
 
   // Plays the network for MCTS: uint8 planes in, move probabilities and values out. Needs eval mode (BN on
-  // its running statistics, nothing written), so several self-play threads may call it at once.
+  // its running statistics, nothing written), so several self-play threads may call it at once. Each BN is
+  // folded into the conv before it (see FoldedConvs), so the outputs match forward()'s to float rounding.
   void evaluate(const uint8_t* features, int batch, float* policy, float* values);
 
   // The tensors the L2 term covers: every trainable variable whose TF name has neither "bias" nor "beta"
@@ -45,7 +49,22 @@ class MinigoNetImpl : public torch::nn::Module {
   const MinigoNetOptions& options() const { return options_; }
 
  private:
+  // In eval mode a BN is a per-channel affine map of its conv's output, so the pair is one conv with its
+  // weight scaled per output channel and a bias: one pass over the activations less per layer, which
+  // python3-torch's eval() does not do. Trunk convs in order, then the policy and value heads' convs; the
+  // weights channels-last, as evaluate() runs the convs.
+  struct FoldedConv {
+    torch::Tensor weight, bias;
+  };
+  using FoldedConvs = std::vector<FoldedConv>;
+  // The folded convs of the current weights and BN statistics: built again when a parameter or buffer has
+  // changed since (a new version from an in-place update such as an optimizer step, or new storage from a load).
+  std::shared_ptr<const FoldedConvs> folded_convs();
+
   MinigoNetOptions options_;
+  std::mutex fold_mutex_;
+  std::shared_ptr<const FoldedConvs> folded_;
+  std::vector<std::pair<const void*, int64_t>> folded_from_;  // every parameter's and buffer's data and version
   torch::nn::Conv2d initial_conv_{nullptr};
   torch::nn::BatchNorm2d initial_bn_{nullptr};
   std::vector<torch::nn::Conv2d> block_convs_;

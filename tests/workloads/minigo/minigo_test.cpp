@@ -102,6 +102,8 @@ TEST(MinigoModel, NamesTheFortyEightReferenceTensors) {
 }
 
 // MCTS evaluates through this: uint8 planes in, probabilities and values out, as one forward pass would give.
+// It folds each BN into its conv, so the BNs get statistics and affine values far from their initial ones, and
+// a change of the weights (as a training step or a load makes) must reach the next call.
 TEST(MinigoModel, BatchedInferenceMatchesTheForwardPass) {
   torch::manual_seed(3);
   MinigoNet net(MinigoNetOptions().board_size(7).filters(8).trunk_blocks(1).fc_width(4));
@@ -110,11 +112,68 @@ TEST(MinigoModel, BatchedInferenceMatchesTheForwardPass) {
   EXPECT_THROW(net->evaluate(planes.data_ptr<uint8_t>(), 5, policy.data(), values.data()), c10::Error)
       << "train mode would update the BN statistics from several threads";
   net->eval();
-  net->evaluate(planes.data_ptr<uint8_t>(), 5, policy.data(), values.data());
-  const MinigoOutput out = net->forward(planes.to(torch::kFloat32));
-  const auto expected = torch::softmax(out.policy_logits, 1);
-  EXPECT_TRUE(torch::allclose(torch::from_blob(policy.data(), {5, 50}), expected, 1e-5, 1e-6));
-  EXPECT_TRUE(torch::allclose(torch::from_blob(values.data(), {5}), out.value, 1e-5, 1e-6));
+  const auto expect_forward_pass = [&](const std::string& when) {
+    net->evaluate(planes.data_ptr<uint8_t>(), 5, policy.data(), values.data());
+    const MinigoOutput out = net->forward(planes.to(torch::kFloat32));
+    const auto expected = torch::softmax(out.policy_logits, 1);
+    EXPECT_TRUE(torch::allclose(torch::from_blob(policy.data(), {5, 50}), expected, 1e-5, 1e-6)) << when;
+    EXPECT_TRUE(torch::allclose(torch::from_blob(values.data(), {5}), out.value, 1e-5, 1e-6)) << when;
+  };
+  expect_forward_pass("initial weights");
+  torch::NoGradGuard no_grad;
+  for (const auto& buffer : net->named_buffers())
+    if (buffer.key().find("running_mean") != std::string::npos) buffer.value().uniform_(-0.5, 0.5);
+    else if (buffer.key().find("running_var") != std::string::npos) buffer.value().uniform_(0.2, 3.0);
+  for (const auto& parameter : net->named_parameters())
+    if (parameter.key().find("bn") != std::string::npos) parameter.value().uniform_(-1.5, 1.5);
+  expect_forward_pass("BN statistics, gammas and betas set");
+  for (auto& tensor : net->parameters()) tensor.mul_(1.1);
+  expect_forward_pass("all weights scaled in place");
+}
+
+// overlap_selfplay plays network g - 1's games on their own thread while network g trains. Network 1 trains on
+// the bootstrap games alone either way, so the games network 1 plays (during generation 2's training when
+// overlapped) must be the sequential loop's, move for move: played with the frozen network 1, not with the
+// one in training. Network 2's differ: overlapped, it trained without network 1's games.
+TEST(MinigoLoop, OverlappedSelfPlayUsesThePreviousNetwork) {
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_minigo_overlap_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  keep_freed_memory_for_reuse();  // as trainbench's main() does
+  const WorkloadEntry& entry = find_workload("minigo");
+  const std::vector<std::string> small = {"bootstrap_games=16", "min_selfplay_games_per_generation=16", "concurrent_games=16",
+                                          "eval_games=4", "max_generations=3", "dataset.target_generation=0"};
+  entry.make_dataset(Config::from_presets("minigo", entry.presets_json, "tiny", small), (dir / "target").string(), 1);
+  for (const std::string mode : {"sequential", "overlapped"}) {
+    std::vector<std::string> overrides = small;
+    overrides.push_back("overlap_selfplay=" + std::string(mode == "overlapped" ? "true" : "false"));
+    overrides.push_back("sgf_dir=" + (dir / mode).string());
+    WorkloadSettings settings;
+    settings.config = Config::from_presets("minigo", entry.presets_json, "tiny", overrides);
+    settings.threads = 1;  // one self-play driver; overlapped, it and training take a core each
+    settings.seed = 5;
+    settings.data_dir = (dir / "target").string();
+    RunOptions options;
+    options.seed = 5;
+    options.result_path = (dir / mode / "result_0.txt").string();
+    options.show_progress = false;
+    run_benchmark(*entry.create(settings), options);
+  }
+  const auto read = [](const fs::path& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  int games = 0, differing = 0;
+  for (const auto& file : fs::directory_iterator(dir / "sequential" / "generation-001")) {
+    const std::string game = read(file.path());
+    EXPECT_NE(game.find("PB[network 1]"), std::string::npos) << file.path();
+    EXPECT_EQ(read(dir / "overlapped" / "generation-001" / file.path().filename()), game) << file.path().filename();
+    ++games;
+  }
+  EXPECT_EQ(games, 16);
+  for (const auto& file : fs::directory_iterator(dir / "sequential" / "generation-002"))
+    differing += read(file.path()) != read(dir / "overlapped" / "generation-002" / file.path().filename());
+  EXPECT_GT(differing, 0) << "network 2 should have trained on a different window";
+  fs::remove_all(dir);
 }
 
 TEST(MinigoQualityGate, TinyPresetBeatsItsTargetAndPassesReview) {
