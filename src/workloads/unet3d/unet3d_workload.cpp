@@ -3,9 +3,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <mutex>
 #include <optional>
 
 #include <torch/torch.h>
@@ -90,6 +92,32 @@ Case load_case(const medical::PreparedFiles& files, bool with_boxes) {
   return loaded;
 }
 
+// Cases on the compute threads, a case per task.
+std::vector<Case> load_cases(const std::vector<medical::PreparedFiles>& files, bool with_boxes) {
+  std::vector<Case> cases(files.size());
+  at::parallel_for(0, static_cast<int64_t>(files.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) cases[static_cast<size_t>(i)] = load_case(files[static_cast<size_t>(i)], with_boxes);
+  });
+  return cases;
+}
+
+// A training case, read on first use by whichever thread draws it, usually the prefetching batch builder (as
+// the reference's DataLoader workers read each drawn case's .npy files): the reading then overlaps training.
+// Reading every case before the first step took 2.2% of the mini preset's timed region. Read once, then kept.
+class TrainingCase {
+ public:
+  explicit TrainingCase(medical::PreparedFiles files) : files_(std::move(files)) {}
+  const Case& get() {
+    std::call_once(loaded_, [this] { case_ = load_case(files_, true); });
+    return case_;
+  }
+
+ private:
+  medical::PreparedFiles files_;
+  std::once_flag loaded_;
+  Case case_;
+};
+
 // One rank's share of a global batch: images (n, 1, D, H, W) and labels (n, D, H, W).
 struct Batch {
   int64_t size = 0;
@@ -99,7 +127,7 @@ struct Batch {
 
 // Cases drawn with replacement (the reference's RandomSampler(replacement=True)), each cropped and augmented.
 // The stream of a step depends only on (seed, step, rank), so prefetching changes nothing.
-Batch make_batch(const std::vector<Case>& cases, const medical::PatchOptions& options, int64_t size, uint64_t seed,
+Batch make_batch(std::deque<TrainingCase>& cases, const medical::PatchOptions& options, int64_t size, uint64_t seed,
                  int64_t step, int rank) {
   const int64_t patch_voxels = medical::voxel_count(options.patch);
   Batch batch;
@@ -108,7 +136,7 @@ Batch make_batch(const std::vector<Case>& cases, const medical::PatchOptions& op
   batch.labels.resize(batch.images.size());
   data::Rng rng(data::mix_seed(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(rank), 0x756e6574));
   for (int64_t sample = 0; sample < size; ++sample) {
-    const Case& picked = cases[rng.below(cases.size())];
+    const Case& picked = cases[rng.below(cases.size())].get();
     medical::sample_training_patch(picked.image.data(), picked.label.data(), picked.shape, picked.boxes, options, rng,
                                    batch.images.data() + sample * patch_voxels, batch.labels.data() + sample * patch_voxels);
   }
@@ -167,11 +195,11 @@ class Unet3dWorkload : public WorkloadBase {
     const medical::Kits19Split split = medical::split_prepared_cases(settings_.data_dir);
     if (split.train.empty()) fail(settings_.data_dir, "holds no training cases (every case is an evaluation case)");
     if (split.eval.empty()) fail(settings_.data_dir, "holds none of the 42 evaluation cases");
-    for (const auto& files : split.train) train_cases_.push_back(load_case(files, true));
     // Evaluation is sharded over the ranks: case i belongs to rank i mod world.
     for (size_t i = 0; i < split.eval.size(); ++i)
       if (static_cast<int>(i % static_cast<size_t>(communicator_->world())) == communicator_->rank())
-        eval_cases_.push_back(load_case(split.eval[i], false));
+        eval_files_.push_back(split.eval[i]);
+    for (const auto& files : split.train) train_cases_.emplace_back(files);
     eval_count_ = static_cast<int64_t>(split.eval.size());
     local_batch_ = local_batch("batch_size");
     const auto train_samples = static_cast<int64_t>(split.train.size());
@@ -215,6 +243,7 @@ class Unet3dWorkload : public WorkloadBase {
     model_->eval();
     const std::vector<int64_t> roi = config_.integers("patch");
     std::vector<double> sums{0, 0, 0};  // kidney Dice, tumour Dice, cases: summed over ranks exactly
+    if (eval_cases_.empty()) eval_cases_ = load_cases(eval_files_, false);  // read when first needed, as training's
     for (Case& evaluated : eval_cases_) {
       const auto volume = torch::from_blob(evaluated.image.data(), {evaluated.shape[0], evaluated.shape[1], evaluated.shape[2]},
                                            torch::kFloat32).to(device_);
@@ -271,7 +300,7 @@ class Unet3dWorkload : public WorkloadBase {
   // Prepares the next step's batch on another thread while this one trains.
   void prefetch(int64_t step) {
     pending_step_ = step;
-    pending_ = std::async(std::launch::async, make_batch, std::cref(train_cases_), patch_options_, local_batch_,
+    pending_ = std::async(std::launch::async, make_batch, std::ref(train_cases_), patch_options_, local_batch_,
                           static_cast<uint64_t>(settings_.seed), step, communicator_->rank());
   }
 
@@ -280,7 +309,9 @@ class Unet3dWorkload : public WorkloadBase {
   std::optional<dist::GradientSync> gradients_;
   LearningRateSchedule schedule_;
   medical::PatchOptions patch_options_;
-  std::vector<Case> train_cases_, eval_cases_;
+  std::deque<TrainingCase> train_cases_;  // a deque: TrainingCase does not move
+  std::vector<medical::PreparedFiles> eval_files_;
+  std::vector<Case> eval_cases_;
   int64_t eval_count_ = 0, local_batch_ = 0, samples_per_epoch_ = 0;
   std::optional<std::future<Batch>> pending_;
   int64_t pending_step_ = -1;
