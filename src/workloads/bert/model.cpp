@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include "util/error.h"
 
@@ -32,6 +33,17 @@ torch::nn::LayerNorm layer_norm(Module& parent, const BertOptions& options) {
 void truncated_normal_(torch::Tensor& tensor, double std) {
   const double low = 0.5 * std::erfc(2.0 / std::sqrt(2.0));  // Phi(-2)
   tensor.uniform_(2 * low - 1, 1 - 2 * low).erfinv_().mul_(std * std::sqrt(2.0));
+}
+
+// A 32-bit integer hash with good avalanche (Wellons' "lowbias32"); its multiplies vectorise, unlike a
+// 64-bit generator's.
+inline uint32_t mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  x ^= x >> 16;
+  return x;
 }
 
 // cross_entropy(linear(features, weight, bias), labels) averaged over rows. Autograd's cross_entropy would
@@ -68,6 +80,24 @@ class DecoderCrossEntropy : public torch::autograd::Function<DecoderCrossEntropy
 
 }  // namespace
 
+torch::Tensor dropout(const torch::Tensor& input, double p, bool training) {
+  if (!training || p == 0 || !input.device().is_cpu() || input.scalar_type() != torch::kFloat) return torch::dropout(input, p, training);
+  const auto key = static_cast<uint64_t>(torch::randint(std::numeric_limits<int64_t>::max(), {1}, torch::kLong).item<int64_t>());
+  const auto key_low = static_cast<uint32_t>(key), key_high = static_cast<uint32_t>(key >> 32);
+  // Keep an element when its 24-bit uniform is at least p; p's threshold in those units, rounded up.
+  const auto threshold = static_cast<uint32_t>(std::min(std::ceil(p * 16777216.0), 16777216.0));
+  const auto scale = static_cast<float>(1.0 / (1.0 - p));
+  torch::Tensor mask = torch::empty(input.sizes(), input.options().memory_format(torch::MemoryFormat::Contiguous));
+  float* values = mask.data_ptr<float>();
+  at::parallel_for(0, mask.numel(), 16384, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const uint32_t bits = mix32(mix32(static_cast<uint32_t>(i) ^ key_low) + (static_cast<uint32_t>(i >> 32) ^ key_high));
+      values[i] = (bits >> 8) >= threshold ? scale : 0.0f;
+    }
+  });
+  return input * mask;
+}
+
 BertLayerImpl::BertLayerImpl(const BertOptions& options) : heads_(options.heads()), dropout_(options.dropout()) {
   if (options.hidden() % options.heads() != 0)
     fail("bert model", "hidden " + std::to_string(options.hidden()) + " is not divisible by heads " + std::to_string(options.heads()));
@@ -100,13 +130,13 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden, const torch::T
   const torch::Tensor bias = attention_bias.expand({batch, heads_, 1, seq}).reshape({batch * heads_, 1, seq});
   torch::Tensor probabilities =
       torch::baddbmm(bias, q, k.transpose(1, 2), 1.0, 1.0 / std::sqrt(static_cast<double>(head_width))).softmax(-1);
-  probabilities = torch::dropout(probabilities, dropout_, is_training());
+  probabilities = bert::dropout(probabilities, dropout_, is_training());
   const torch::Tensor context =
       torch::bmm(probabilities, v).view({batch, heads_, seq, head_width}).transpose(1, 2).reshape({batch, seq, width});
   const torch::Tensor attended =
-      attention_norm(torch::dropout(attention_dense(context), dropout_, is_training()) + hidden);
+      attention_norm(bert::dropout(attention_dense(context), dropout_, is_training()) + hidden);
   const torch::Tensor expanded = torch::gelu(intermediate(attended));
-  return output_norm(torch::dropout(output_dense(expanded), dropout_, is_training()) + attended);
+  return output_norm(bert::dropout(output_dense(expanded), dropout_, is_training()) + attended);
 }
 
 BertForPreTrainingImpl::BertForPreTrainingImpl(const BertOptions& options) : options_(options) {
@@ -155,7 +185,7 @@ BertOutputs BertForPreTrainingImpl::forward(const torch::Tensor& input_ids, cons
   const int64_t batch = input_ids.size(0), seq = input_ids.size(1);
   const torch::Tensor positions = torch::arange(seq, input_ids.options());
   torch::Tensor hidden = word_embeddings(input_ids) + position_embeddings(positions) + token_type_embeddings(segment_ids);
-  hidden = torch::dropout(embeddings_norm(hidden), options_.dropout(), is_training());
+  hidden = bert::dropout(embeddings_norm(hidden), options_.dropout(), is_training());
   // Padding gets -10000 before the softmax, as in the reference (exp underflows to 0 in float32).
   const torch::Tensor attention_bias =
       ((1.0 - input_mask.to(hidden.scalar_type())) * -10000.0).view({batch, 1, 1, seq});

@@ -7,6 +7,13 @@
 
 namespace trainbench::bert {
 
+// Inverted dropout (zero with probability p, else scale by 1 / (1 - p)), as torch::dropout, with the mask
+// drawn differently for float32 on the CPU: ATen fills it with bernoulli_ one element at a time on one thread
+// (about 5% of the mini step, which nothing overlaps). Here element i's 24-bit uniform is a hash of i and a
+// 64-bit key drawn from the default generator per call, so the mask is reproducible under torch::manual_seed
+// and fills in parallel, vectorised. Other types and devices get torch::dropout.
+torch::Tensor dropout(const torch::Tensor& input, double p, bool training);
+
 struct BertOptions {
   TORCH_ARG(int64_t, vocab_size) = 30522;
   TORCH_ARG(int64_t, hidden) = 1024;

@@ -106,6 +106,22 @@ TEST(BertModel, FusedMaskedLmLossEqualsCrossEntropyOverTheDecoderInValueAndGradi
   }
 }
 
+TEST(BertModel, DropoutKeepsOneMinusPScaledIsReproducibleAndPassesTheMaskToTheGradient) {
+  const auto input = torch::full({1000, 100}, 2.0f).requires_grad_();
+  torch::manual_seed(5);
+  const auto output = bert::dropout(input, 0.1, true);
+  const auto kept = output.ne(0);
+  EXPECT_NEAR(kept.to(torch::kDouble).mean().item<double>(), 0.9, 0.005);  // 100,000 draws: sigma 0.001
+  EXPECT_TRUE(torch::allclose(output.masked_select(kept), torch::full({kept.sum().item<int64_t>()}, 2.0f / 0.9f)));
+  torch::manual_seed(5);
+  EXPECT_TRUE(torch::equal(bert::dropout(input, 0.1, true), output));
+  EXPECT_FALSE(torch::equal(bert::dropout(input, 0.1, true), output));  // the next call draws a new mask
+  output.sum().backward();
+  EXPECT_TRUE(torch::equal(input.grad(), output.detach() / 2));  // d output / d input is the scaled mask
+  EXPECT_TRUE(torch::equal(bert::dropout(input, 0.1, false), input));
+  EXPECT_EQ(bert::dropout(input, 1.0, true).ne(0).sum().item<int64_t>(), 0);
+}
+
 TEST(BertLamb, FusedCpuStepEqualsTheTensorOpStep) {
   torch::manual_seed(9);
   std::vector<std::pair<std::string, torch::Tensor>> a, b;
