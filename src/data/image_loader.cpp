@@ -1,6 +1,9 @@
 #include "data/image_loader.h"
 
 #include <algorithm>
+#include <limits>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -35,14 +38,36 @@ ImageLoader::ImageLoader(std::vector<ImageSample> samples, const ImageLoaderOpti
 ImageLoader::~ImageLoader() { pipeline_.stop(); }
 
 void ImageLoader::start_epoch(int64_t epoch) {
-  pipeline_.stop();  // the workers read order_
   epoch_ = epoch;
-  order_ = sharding_.order(samples_.size(), options_.mode == LoaderMode::Train, options_.seed, epoch, kShuffleStream);
-  pipeline_.start(sharding_.batches_per_epoch,
-                  [this](int64_t index, const std::atomic<bool>& stopping) { return build_batch(index, stopping); });
+  returned_in_epoch_ = 0;
+  if (sharding_.batches_per_epoch == 0) return;  // this rank's share is empty: next() has nothing to hand out
+  // The stream already runs into this epoch when the last one was read to its end: its first batches were
+  // built while the last ones trained, so the epoch starts without waiting.
+  if (streaming_from_ >= 0 && next_stream_index_ == (epoch - streaming_from_) * sharding_.batches_per_epoch) return;
+  pipeline_.stop();
+  streaming_from_ = epoch;
+  next_stream_index_ = 0;
+  {
+    const std::lock_guard<std::mutex> lock(orders_mutex_);
+    orders_.clear();
+  }
+  pipeline_.start(std::numeric_limits<int64_t>::max(), [this](int64_t index, const std::atomic<bool>& stopping) {
+    return build_batch(streaming_from_ + index / sharding_.batches_per_epoch, index % sharding_.batches_per_epoch, stopping);
+  });
 }
 
-ImageBatch ImageLoader::build_batch(int64_t batch_index, const std::atomic<bool>& stopping) const {
+std::shared_ptr<const std::vector<int64_t>> ImageLoader::order(int64_t epoch) const {
+  const std::lock_guard<std::mutex> lock(orders_mutex_);
+  auto& cached = orders_[epoch];
+  if (!cached)
+    cached = std::make_shared<const std::vector<int64_t>>(
+        sharding_.order(samples_.size(), options_.mode == LoaderMode::Train, options_.seed, epoch, kShuffleStream));
+  while (orders_.size() > 2 && orders_.begin()->first < epoch) orders_.erase(orders_.begin());  // workers run one epoch ahead at most
+  return cached;
+}
+
+ImageBatch ImageLoader::build_batch(int64_t epoch, int64_t batch_index, const std::atomic<bool>& stopping) const {
+  const std::shared_ptr<const std::vector<int64_t>> epoch_order = order(epoch);
   const int64_t begin = batch_index * options_.batch_size;
   const int64_t end = std::min(begin + options_.batch_size, sharding_.samples_per_epoch);
   const size_t floats_per_image = size_t(3) * options_.crop_size * options_.crop_size;
@@ -52,12 +77,12 @@ ImageBatch ImageLoader::build_batch(int64_t batch_index, const std::atomic<bool>
   for (int64_t shard_position = begin; shard_position < end && !stopping; ++shard_position) {
     // Position in the epoch's order shared by all ranks; it alone seeds this sample's augmentation.
     const int64_t position = sharding_.position(shard_position);
-    const ImageSample& sample = samples_[order_[position]];
+    const ImageSample& sample = samples_[(*epoch_order)[static_cast<size_t>(position)]];
     float* out = batch.images.data() + size_t(batch.size) * floats_per_image;
     try {
       const Image image = decode_image_file(sample.path);
       if (options_.mode == LoaderMode::Train) {
-        Rng rng(mix_seed(options_.seed, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(position),
+        Rng rng(mix_seed(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(position),
                          kAugmentationStream));
         random_resized_crop_flip(image, options_.crop_size, rng, options_.normalization, out, options_.crop);
       } else {
@@ -77,6 +102,9 @@ ImageBatch ImageLoader::build_batch(int64_t batch_index, const std::atomic<bool>
 
 std::optional<ImageBatch> ImageLoader::next() {
   if (epoch_ < 0) fail("ImageLoader", "next() called before start_epoch()");
+  if (returned_in_epoch_ >= sharding_.batches_per_epoch) return std::nullopt;
+  ++returned_in_epoch_;
+  ++next_stream_index_;  // counted before next(), which may rethrow a worker's error for this batch
   return pipeline_.next();
 }
 

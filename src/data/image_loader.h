@@ -5,6 +5,9 @@
 // which thread ran first, so a run is reproducible bit for bit with any number of workers.
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -51,7 +54,9 @@ class ImageLoader {
   ImageLoader(const ImageLoader&) = delete;
   ImageLoader& operator=(const ImageLoader&) = delete;
 
-  // Abandons any unfinished epoch and starts producing batches for `epoch`. The shuffle depends only on
+  // Starts handing out the batches of `epoch`. The workers run on from one epoch into the next, so when the
+  // last epoch was read to its end and `epoch` follows it, its first batches are already built; otherwise
+  // the unfinished stream is abandoned and a new one starts at `epoch`. The shuffle depends only on
   // (seed, epoch). Every rank sees a disjoint, strided share of that order: positions rank, rank + world,
   // ... With drop_last all ranks get the same number of full batches; without it ranks may differ by
   // one sample and the last batch may be partial.
@@ -66,16 +71,21 @@ class ImageLoader {
   int64_t samples_per_epoch() const { return sharding_.samples_per_epoch; }  // for this rank, before skipping
 
  private:
-  ImageBatch build_batch(int64_t batch_index, const std::atomic<bool>& stopping) const;
+  ImageBatch build_batch(int64_t epoch, int64_t batch_index, const std::atomic<bool>& stopping) const;
+  // The epoch's permutation of sample indices (all ranks), drawn once and kept while workers may need it.
+  std::shared_ptr<const std::vector<int64_t>> order(int64_t epoch) const;
 
   const std::vector<ImageSample> samples_;
   const ImageLoaderOptions options_;
   const EpochSharding sharding_;
 
-  // Fixed while the workers of an epoch run.
-  int64_t epoch_ = -1;
-  std::vector<int64_t> order_;  // the epoch's permutation of sample indices (all ranks)
-  BatchPipeline<ImageBatch> pipeline_;
+  int64_t epoch_ = -1;              // the epoch next() hands out
+  int64_t returned_in_epoch_ = 0;   // its batches handed out so far
+  int64_t streaming_from_ = -1;     // the epoch the workers' stream started at (fixed while they run)
+  int64_t next_stream_index_ = 0;   // the stream's next batch to hand out
+  mutable std::mutex orders_mutex_;
+  mutable std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> orders_;
+  BatchPipeline<ImageBatch> pipeline_;  // last: its workers stop before the members they read go
 };
 
 }  // namespace trainbench::data

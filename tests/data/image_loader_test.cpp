@@ -131,6 +131,26 @@ TEST(DataImageLoader, EpochsShuffleDifferently) {
   EXPECT_EQ(first, first_again);
 }
 
+TEST(DataImageLoader, EpochsReadOneAfterAnotherEqualEpochsStartedAfresh) {
+  TempDir dir;
+  const auto samples = make_samples(dir, 18);
+  ImageLoader streaming(samples, small_options(LoaderMode::Train));
+  run_epoch(streaming, 2);
+  const auto third = run_epoch(streaming, 3);  // built from the stream that ran on past epoch 2
+  streaming.start_epoch(4);
+  streaming.next();                            // epoch 4 abandoned after one batch ...
+  const auto sixth = run_epoch(streaming, 6);  // ... so epoch 6 starts a new stream
+  ImageLoader fresh(samples, small_options(LoaderMode::Train));
+  for (const auto& [streamed, epoch] : {std::pair{&third, 3}, std::pair{&sixth, 6}}) {
+    const auto expected = run_epoch(fresh, epoch);
+    ASSERT_EQ(streamed->size(), expected.size()) << "epoch " << epoch;
+    for (size_t b = 0; b < expected.size(); ++b) {
+      EXPECT_EQ((*streamed)[b].labels, expected[b].labels) << "epoch " << epoch << " batch " << b;
+      EXPECT_EQ((*streamed)[b].images, expected[b].images) << "epoch " << epoch << " batch " << b;
+    }
+  }
+}
+
 TEST(DataImageLoader, EvalKeepsOrderAndPixels) {
   TempDir dir;
   ImageLoader loader(make_samples(dir, 10), small_options(LoaderMode::Eval));
