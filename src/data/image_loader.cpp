@@ -41,9 +41,12 @@ void ImageLoader::start_epoch(int64_t epoch) {
   epoch_ = epoch;
   returned_in_epoch_ = 0;
   if (sharding_.batches_per_epoch == 0) return;  // this rank's share is empty: next() has nothing to hand out
-  // The stream already runs into this epoch when the last one was read to its end: its first batches were
-  // built while the last ones trained, so the epoch starts without waiting.
-  if (streaming_from_ >= 0 && next_stream_index_ == (epoch - streaming_from_) * sharding_.batches_per_epoch) return;
+  // In training the stream runs on into the next epoch: when the last one was read to its end, this epoch's
+  // first batches were built while the last ones trained, and it starts without waiting. An evaluation pass
+  // ends its stream (nothing is known to follow it), so no batch is decoded for nothing.
+  const bool streams_on = options_.mode == LoaderMode::Train;
+  if (streams_on && streaming_from_ >= 0 && next_stream_index_ == (epoch - streaming_from_) * sharding_.batches_per_epoch)
+    return;
   pipeline_.stop();
   streaming_from_ = epoch;
   next_stream_index_ = 0;
@@ -51,7 +54,8 @@ void ImageLoader::start_epoch(int64_t epoch) {
     const std::lock_guard<std::mutex> lock(orders_mutex_);
     orders_.clear();
   }
-  pipeline_.start(std::numeric_limits<int64_t>::max(), [this](int64_t index, const std::atomic<bool>& stopping) {
+  const int64_t stream_batches = streams_on ? std::numeric_limits<int64_t>::max() : sharding_.batches_per_epoch;
+  pipeline_.start(stream_batches, [this](int64_t index, const std::atomic<bool>& stopping) {
     return build_batch(streaming_from_ + index / sharding_.batches_per_epoch, index % sharding_.batches_per_epoch, stopping);
   });
 }

@@ -54,9 +54,10 @@ class ImageLoader {
   ImageLoader(const ImageLoader&) = delete;
   ImageLoader& operator=(const ImageLoader&) = delete;
 
-  // Starts handing out the batches of `epoch`. The workers run on from one epoch into the next, so when the
-  // last epoch was read to its end and `epoch` follows it, its first batches are already built; otherwise
-  // the unfinished stream is abandoned and a new one starts at `epoch`. The shuffle depends only on
+  // Starts handing out the batches of `epoch`. In training the workers run on from one epoch into the next,
+  // so when the last epoch was read to its end and `epoch` follows it, its first batches are already built;
+  // otherwise (and always in evaluation) the unfinished stream is abandoned and a new one starts at `epoch`.
+  // The shuffle depends only on
   // (seed, epoch). Every rank sees a disjoint, strided share of that order: positions rank, rank + world,
   // ... With drop_last all ranks get the same number of full batches; without it ranks may differ by
   // one sample and the last batch may be partial.
