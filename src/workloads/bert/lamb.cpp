@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "workloads/bert/model.h"
 
@@ -27,6 +28,7 @@ constexpr int64_t kBlock = 256;
 struct NormSums {
   double parameter = 0, update = 0;
 };
+NormSums operator+(const NormSums& a, const NormSums& b) { return {a.parameter + b.parameter, a.update + b.update}; }
 
 // The step's per-element constants, shared by the moment pass and the apply pass.
 struct Coefficients {
@@ -157,11 +159,8 @@ void Lamb::fused_step(double learning_rate) {
     float* v = slot.exp_avg_sq.data_ptr<float>();
     const NormSums norms = at::parallel_reduce(
         int64_t{0}, slot.parameter.numel(), kGrain, NormSums{},
-        [&](int64_t begin, int64_t end, NormSums sums) {
-          const NormSums part = update_moments(p, g, m, v, begin, end, c);
-          return NormSums{sums.parameter + part.parameter, sums.update + part.update};
-        },
-        [](NormSums a, NormSums b) { return NormSums{a.parameter + b.parameter, a.update + b.update}; });
+        [&](int64_t begin, int64_t end, NormSums sums) { return sums + update_moments(p, g, m, v, begin, end, c); },
+        std::plus<NormSums>());
     double ratio = 1;
     if (slot.decay && options_.weight_decay() != 0 && norms.parameter > 0 && norms.update > 0)
       ratio = std::sqrt(norms.parameter) / std::sqrt(norms.update);
