@@ -13,7 +13,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ ccache pkg-config git
-  libtorch-dev libgloo-dev python3-torch libopenblas0-openmp
+  libtorch-dev libgloo-dev libdnnl-dev python3-torch libopenblas0-openmp
   libturbojpeg0-dev libpng-dev zlib1g-dev
   libhdf5-dev libicu-dev bible-kjv
   python3-torchvision python3-skimage dataset-fashion-mnist

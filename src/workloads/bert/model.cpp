@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "util/error.h"
+#include "workloads/bert/dense.h"
 
 namespace trainbench::bert {
 
@@ -21,6 +22,11 @@ std::shared_ptr<Module> level(Module& parent, const std::string& name) {
 
 torch::nn::Linear linear(Module& parent, const std::string& name, int64_t in, int64_t out) {
   return parent.register_module(name, torch::nn::Linear(in, out));
+}
+
+// A registered Linear's forward on bert::dense (oneDNN's sgemm where it is there).
+torch::Tensor dense_layer(const torch::nn::Linear& layer, const torch::Tensor& input) {
+  return dense(input, layer->weight, layer->bias);
 }
 
 torch::nn::LayerNorm layer_norm(Module& parent, const BertOptions& options) {
@@ -54,7 +60,9 @@ class DecoderCrossEntropy : public torch::autograd::Function<DecoderCrossEntropy
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& features,
                                const torch::Tensor& weight, const torch::Tensor& bias, const torch::Tensor& labels) {
-    const torch::Tensor log_probabilities = torch::log_softmax(torch::addmm(bias, features, weight.t()), 1);
+    torch::Tensor logits = bias.expand({features.size(0), weight.size(0)}).contiguous();
+    gemm_into(logits, features, false, weight, true, 1.0, 1.0);
+    const torch::Tensor log_probabilities = torch::log_softmax(logits, 1);
     context->save_for_backward({features, weight, labels});
     context->saved_data["log_probabilities"] = log_probabilities;
     return -log_probabilities.gather(1, labels.unsqueeze(1)).mean();
@@ -68,11 +76,23 @@ class DecoderCrossEntropy : public torch::autograd::Function<DecoderCrossEntropy
     const int64_t rows = log_probabilities.size(0);
     torch::Tensor delta = log_probabilities.exp();  // d loss / d logits, before the scale: softmax - one_hot
     delta.scatter_add_(1, labels.unsqueeze(1), torch::full({rows, 1}, -1.0, delta.options()));
-    // The scale stays a tensor so that a device run needs no host synchronisation.
+    // On a device the scale stays a tensor, so that the step needs no host synchronisation; on the CPU it
+    // goes into the products' alpha, saving a pass over each gradient.
     const torch::Tensor scale = grad_outputs[0] / static_cast<double>(rows);
+    const bool scale_on_host = scale.is_cpu();
+    const double alpha = scale_on_host ? scale.item<double>() : 1.0;
+    const auto scaled = [&](torch::Tensor gradient) { return scale_on_host ? gradient : gradient.mul_(scale); };
     torch::Tensor features_grad, weight_grad, bias_grad;
-    if (context->needs_input_grad(0)) features_grad = torch::mm(delta, weight).mul_(scale);
-    if (context->needs_input_grad(1)) weight_grad = torch::mm(delta.t(), features).mul_(scale);
+    if (context->needs_input_grad(0)) {
+      features_grad = torch::empty_like(features);
+      gemm_into(features_grad, delta, false, weight, false, alpha);
+      features_grad = scaled(features_grad);
+    }
+    if (context->needs_input_grad(1)) {
+      weight_grad = torch::empty_like(weight);
+      gemm_into(weight_grad, delta, true, features, false, alpha);
+      weight_grad = scaled(weight_grad);
+    }
     if (context->needs_input_grad(2)) bias_grad = delta.sum(0).mul_(scale);
     return {features_grad, weight_grad, bias_grad, torch::Tensor()};
   }
@@ -119,8 +139,8 @@ BertLayerImpl::BertLayerImpl(const BertOptions& options) : heads_(options.heads(
 torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden, const torch::Tensor& attention_bias) {
   const int64_t batch = hidden.size(0), seq = hidden.size(1), width = hidden.size(2), head_width = width / heads_;
   // One matrix product for query, key and value: fewer, larger GEMMs are faster than three small ones.
-  const torch::Tensor qkv = torch::nn::functional::linear(
-      hidden, torch::cat({query->weight, key->weight, value->weight}), torch::cat({query->bias, key->bias, value->bias}));
+  const torch::Tensor qkv =
+      dense(hidden, torch::cat({query->weight, key->weight, value->weight}), torch::cat({query->bias, key->bias, value->bias}));
   // [B, S, 3, heads, d] -> three [B*heads, S, d]. unbind rather than three selects: its backward stacks the
   // three gradients once instead of zero-filling and summing three full-size buffers.
   const std::vector<torch::Tensor> split = qkv.view({batch, seq, 3, heads_, head_width}).permute({2, 0, 3, 1, 4}).unbind(0);
@@ -134,9 +154,9 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden, const torch::T
   const torch::Tensor context =
       torch::bmm(probabilities, v).view({batch, heads_, seq, head_width}).transpose(1, 2).reshape({batch, seq, width});
   const torch::Tensor attended =
-      attention_norm(bert::dropout(attention_dense(context), dropout_, is_training()) + hidden);
-  const torch::Tensor expanded = torch::gelu(intermediate(attended));
-  return output_norm(bert::dropout(output_dense(expanded), dropout_, is_training()) + attended);
+      attention_norm(bert::dropout(dense_layer(attention_dense, context), dropout_, is_training()) + hidden);
+  const torch::Tensor expanded = torch::gelu(dense_layer(intermediate, attended));
+  return output_norm(bert::dropout(dense_layer(output_dense, expanded), dropout_, is_training()) + attended);
 }
 
 BertForPreTrainingImpl::BertForPreTrainingImpl(const BertOptions& options) : options_(options) {
@@ -193,14 +213,14 @@ BertOutputs BertForPreTrainingImpl::forward(const torch::Tensor& input_ids, cons
 
   BertOutputs outputs;
   const torch::Tensor first_token = hidden.select(1, 0);
-  outputs.next_sentence_logits = seq_relationship(torch::tanh(pooler(first_token)));
+  outputs.next_sentence_logits = dense_layer(seq_relationship, torch::tanh(dense_layer(pooler, first_token)));
   const torch::Tensor masked = hidden.reshape({batch * seq, options_.hidden()}).index_select(0, masked_positions);
-  outputs.masked_lm_features = transform_norm(torch::gelu(transform(masked)));
+  outputs.masked_lm_features = transform_norm(torch::gelu(dense_layer(transform, masked)));
   return outputs;
 }
 
 torch::Tensor BertForPreTrainingImpl::masked_lm_logits(const torch::Tensor& features) const {
-  return torch::nn::functional::linear(features, word_embeddings->weight, output_bias);
+  return dense(features, word_embeddings->weight, output_bias);
 }
 
 torch::Tensor BertForPreTrainingImpl::masked_lm_loss(const torch::Tensor& features, const torch::Tensor& labels) const {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "workloads/bert/dense.h"
 #include "workloads/bert/lamb.h"
 
 namespace trainbench::bert {
@@ -104,6 +105,37 @@ TEST(BertModel, FusedMaskedLmLossEqualsCrossEntropyOverTheDecoderInValueAndGradi
     for (size_t i = 0; i < fused_grads.size(); ++i)
       EXPECT_TRUE(torch::allclose(fused_grads[i], expected_grads[i], 1e-10, 1e-12)) << "input " << i;
   }
+}
+
+// float32 on the CPU is the path that goes to oneDNN's sgemm (when the build has it); the double-precision test
+// above takes LibTorch's ops. Both products of the backward, a non-contiguous 3-D input and the fused loss's
+// three gradients are held to LibTorch's float32 results.
+TEST(BertModel, Float32DenseAndMaskedLmLossEqualLibTorchsOpsInValueAndGradients) {
+  torch::manual_seed(4);
+  const auto input = torch::randn({5, 3, 7}).transpose(0, 1).requires_grad_();  // non-contiguous [3, 5, 7]
+  const auto weight = torch::randn({11, 7}).requires_grad_(), bias = torch::randn({11}).requires_grad_();
+  const auto expected = torch::nn::functional::linear(input, weight, bias);
+  const auto output = dense(input, weight, bias);
+  ASSERT_EQ(output.sizes(), expected.sizes());
+  EXPECT_TRUE(torch::allclose(output, expected, 1e-5, 1e-5));
+  const auto upstream = torch::randn(expected.sizes());
+  const auto expected_grads = torch::autograd::grad({expected}, {input, weight, bias}, {upstream});
+  const auto grads = torch::autograd::grad({output}, {input, weight, bias}, {upstream});
+  for (size_t i = 0; i < grads.size(); ++i) EXPECT_TRUE(torch::allclose(grads[i], expected_grads[i], 1e-4, 1e-5)) << "input " << i;
+
+  BertForPreTraining model(BertOptions().vocab_size(50).hidden(8).layers(1).heads(2).intermediate(8).max_positions(16).dropout(0));
+  const auto features = torch::randn({6, 8}).requires_grad_();
+  const auto labels = torch::tensor({4, 4, 0, 49, 17, 4}, torch::kLong);
+  const auto parameters = model->named_parameters();
+  const std::vector<torch::Tensor> inputs{features, parameters["bert.embeddings.word_embeddings.weight"], parameters["cls.predictions.bias"]};
+  const auto reference = torch::nn::functional::cross_entropy(
+      torch::nn::functional::linear(features, inputs[1], inputs[2]), labels);
+  const auto reference_grads = torch::autograd::grad({reference * 3}, inputs);
+  const auto fused = model->masked_lm_loss(features, labels);
+  const auto fused_grads = torch::autograd::grad({fused * 3}, inputs);
+  EXPECT_NEAR(fused.item<double>(), reference.item<double>(), 1e-5);
+  for (size_t i = 0; i < fused_grads.size(); ++i)
+    EXPECT_TRUE(torch::allclose(fused_grads[i], reference_grads[i], 1e-4, 1e-6)) << "input " << i;
 }
 
 TEST(BertModel, DropoutKeepsOneMinusPScaledIsReproducibleAndPassesTheMaskToTheGradient) {
