@@ -26,12 +26,12 @@ TEST(BertModel, ParameterNamesMapToTheRulesWeightsInitializationList) {
                                     "cls/seq_relationship/output_bias"};
   for (int layer = 0; layer < 24; ++layer) {
     const std::string prefix = "bert/encoder/layer_" + std::to_string(layer) + "/";
-    for (const std::string& dense : {"attention/self/query", "attention/self/key", "attention/self/value",
-                                     "attention/output/dense", "intermediate/dense", "output/dense"}) {
+    for (const char* dense : {"attention/self/query", "attention/self/key", "attention/self/value",
+                              "attention/output/dense", "intermediate/dense", "output/dense"}) {
       expected.insert(prefix + dense + "/kernel");
       expected.insert(prefix + dense + "/bias");
     }
-    for (const std::string& norm : {"attention/output/LayerNorm", "output/LayerNorm"}) {
+    for (const char* norm : {"attention/output/LayerNorm", "output/LayerNorm"}) {
       expected.insert(prefix + norm + "/gamma");
       expected.insert(prefix + norm + "/beta");
     }
@@ -75,7 +75,9 @@ TEST(BertModel, InitialisationIsTruncatedNormalWithUnitLayerNorm) {
       EXPECT_TRUE(torch::all(value == 0).item<bool>()) << item.key();
     } else {
       EXPECT_LE(value.abs().max().item<double>(), 0.04 + 1e-6) << item.key();
-      if (value.numel() > 10000) EXPECT_NEAR(value.std().item<double>(), 0.02 * 0.8796, 0.001) << item.key();
+      if (value.numel() > 10000) {
+        EXPECT_NEAR(value.std().item<double>(), 0.02 * 0.8796, 0.001) << item.key();
+      }
     }
   }
   EXPECT_TRUE(excluded_from_weight_decay("bert.encoder.layer.0.output.LayerNorm.weight"));
