@@ -38,18 +38,19 @@ ImageLoader::ImageLoader(std::vector<ImageSample> samples, const ImageLoaderOpti
 ImageLoader::~ImageLoader() { pipeline_.stop(); }
 
 void ImageLoader::start_epoch(int64_t epoch) {
-  epoch_ = epoch;
-  returned_in_epoch_ = 0;
-  if (sharding_.batches_per_epoch == 0) return;  // this rank's share is empty: next() has nothing to hand out
+  const int64_t batches = sharding_.batches_per_epoch;
   // In training the stream runs on into the next epoch: when the last one was read to its end, this epoch's
   // first batches were built while the last ones trained, and it starts without waiting. An evaluation pass
   // ends its stream (nothing is known to follow it), so no batch is decoded for nothing.
   const bool streams_on = options_.mode == LoaderMode::Train;
-  if (streams_on && streaming_from_ >= 0 && next_stream_index_ == (epoch - streaming_from_) * sharding_.batches_per_epoch)
-    return;
+  const bool stream_is_at_epoch = streaming_from_ >= 0 && (epoch_ - streaming_from_) * batches + returned_in_epoch_ ==
+                                                              (epoch - streaming_from_) * batches;
+  epoch_ = epoch;
+  returned_in_epoch_ = 0;
+  if (batches == 0) return;  // this rank's share is empty: next() has nothing to hand out
+  if (streams_on && stream_is_at_epoch) return;
   pipeline_.stop();
   streaming_from_ = epoch;
-  next_stream_index_ = 0;
   {
     const std::lock_guard<std::mutex> lock(orders_mutex_);
     orders_.clear();
@@ -107,8 +108,7 @@ ImageBatch ImageLoader::build_batch(int64_t epoch, int64_t batch_index, const st
 std::optional<ImageBatch> ImageLoader::next() {
   if (epoch_ < 0) fail("ImageLoader", "next() called before start_epoch()");
   if (returned_in_epoch_ >= sharding_.batches_per_epoch) return std::nullopt;
-  ++returned_in_epoch_;
-  ++next_stream_index_;  // counted before next(), which may rethrow a worker's error for this batch
+  ++returned_in_epoch_;  // counted before next(), which may rethrow a worker's error for this batch
   return pipeline_.next();
 }
 

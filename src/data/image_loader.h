@@ -57,10 +57,9 @@ class ImageLoader {
   // Starts handing out the batches of `epoch`. In training the workers run on from one epoch into the next,
   // so when the last epoch was read to its end and `epoch` follows it, its first batches are already built;
   // otherwise (and always in evaluation) the unfinished stream is abandoned and a new one starts at `epoch`.
-  // The shuffle depends only on
-  // (seed, epoch). Every rank sees a disjoint, strided share of that order: positions rank, rank + world,
-  // ... With drop_last all ranks get the same number of full batches; without it ranks may differ by
-  // one sample and the last batch may be partial.
+  // The shuffle depends only on (seed, epoch). Every rank sees a disjoint, strided share of that order:
+  // positions rank, rank + world, ... With drop_last all ranks get the same number of full batches; without
+  // it ranks may differ by one sample and the last batch may be partial.
   void start_epoch(int64_t epoch);
 
   // The next batch of the current epoch, or nullopt after the last one. Rethrows, on this thread, the
@@ -83,7 +82,6 @@ class ImageLoader {
   int64_t epoch_ = -1;              // the epoch next() hands out
   int64_t returned_in_epoch_ = 0;   // its batches handed out so far
   int64_t streaming_from_ = -1;     // the epoch the workers' stream started at (fixed while they run)
-  int64_t next_stream_index_ = 0;   // the stream's next batch to hand out
   mutable std::mutex orders_mutex_;
   mutable std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> orders_;
   BatchPipeline<ImageBatch> pipeline_;  // last: its workers stop before the members they read go
