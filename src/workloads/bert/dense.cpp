@@ -25,8 +25,7 @@ class DenseFunction : public torch::autograd::Function<DenseFunction> {
     const int64_t in = weight.size(1), out = weight.size(0);
     const torch::Tensor rows = input.reshape({-1, in}).contiguous();
     const torch::Tensor weight_contiguous = weight.contiguous();
-    torch::Tensor result = bias.expand({rows.size(0), out}).contiguous();
-    gemm_into(result, rows, false, weight_contiguous, true, 1.0, 1.0);
+    const torch::Tensor result = affine(rows, weight_contiguous, bias);
     // Kept as saved data, not save_for_backward: `rows` may be a copy made here rather than an input.
     context->saved_data["rows"] = rows;
     context->saved_data["weight"] = weight_contiguous;
@@ -94,6 +93,12 @@ void gemm_into(torch::Tensor& out, const torch::Tensor& a, bool transpose_a, con
   }
 #endif
   out.addmm_(op_a, op_b, beta, alpha);
+}
+
+torch::Tensor affine(const torch::Tensor& rows, const torch::Tensor& weight, const torch::Tensor& bias) {
+  torch::Tensor result = bias.expand({rows.size(0), weight.size(0)}).contiguous();
+  gemm_into(result, rows, false, weight, true, 1.0, 1.0);
+  return result;
 }
 
 torch::Tensor dense(const torch::Tensor& input, const torch::Tensor& weight, const torch::Tensor& bias) {

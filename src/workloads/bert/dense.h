@@ -20,6 +20,10 @@ bool dense_uses_onednn();
 void gemm_into(torch::Tensor& out, const torch::Tensor& a, bool transpose_a, const torch::Tensor& b, bool transpose_b,
                double alpha = 1.0, double beta = 0.0);
 
+// rows · weightᵀ + bias for 2-D rows [n, in], weight [out, in] and bias [out], into a new contiguous [n, out]
+// tensor. No autograd, like gemm_into.
+torch::Tensor affine(const torch::Tensor& rows, const torch::Tensor& weight, const torch::Tensor& bias);
+
 // input · weightᵀ + bias over input's last dimension (torch::nn::functional::linear), differentiable in all
 // three. weight: [out, in]; bias: [out].
 torch::Tensor dense(const torch::Tensor& input, const torch::Tensor& weight, const torch::Tensor& bias);

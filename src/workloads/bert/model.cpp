@@ -60,9 +60,7 @@ class DecoderCrossEntropy : public torch::autograd::Function<DecoderCrossEntropy
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& features,
                                const torch::Tensor& weight, const torch::Tensor& bias, const torch::Tensor& labels) {
-    torch::Tensor logits = bias.expand({features.size(0), weight.size(0)}).contiguous();
-    gemm_into(logits, features, false, weight, true, 1.0, 1.0);
-    const torch::Tensor log_probabilities = torch::log_softmax(logits, 1);
+    const torch::Tensor log_probabilities = torch::log_softmax(affine(features, weight, bias), 1);
     context->save_for_backward({features, weight, labels});
     context->saved_data["log_probabilities"] = log_probabilities;
     return -log_probabilities.gather(1, labels.unsqueeze(1)).mean();
