@@ -53,6 +53,7 @@ struct WorkloadFlags {
   std::string data_dir;
   std::string data_root = "trainbench-data";
   std::vector<std::string> overrides;
+  std::string precision;  // empty: the preset's
   int threads = default_threads();
   std::string device = "auto";
   bool skip_corrupt = false;
@@ -72,6 +73,10 @@ struct WorkloadFlags {
     command->add_option("--data", data_dir, data_help);
     command->add_option("--data-root", data_root, "Where generated datasets are kept")->capture_default_str();
     command->add_option("--set", overrides, "Override a preset setting, key=value (repeatable)");
+    command->add_option("--precision", precision,
+                        "Training precision, as --set precision=...: fp32, bf16 (autocast, CPU or CUDA) or fp16 (autocast with "
+                        "dynamic loss scaling, CUDA); default: the preset's (fp32, reference presets fp16 as NVIDIA trained)")
+        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     command->add_option("--threads", threads, "Compute threads (torch::set_num_threads), at most the CPUs this process may use")
         ->capture_default_str()->check(thread_count());
     command->add_option("--device", device, "Compute device: auto (CUDA when available), cpu or cuda")
@@ -85,8 +90,10 @@ struct WorkloadFlags {
   // Resolves the dataset: --data, or the preset's generated dataset (made on first use).
   WorkloadSettings settings(const WorkloadEntry& entry, bool require_data) const {
     for (const std::string& assignment : overrides) require_utf8("--set " + assignment.substr(0, assignment.find('=')), assignment);
+    std::vector<std::string> effective_overrides = overrides;
+    if (!precision.empty()) effective_overrides.push_back("precision=" + precision);
     WorkloadSettings settings;
-    settings.config = Config::from_presets(entry.name, entry.presets_json, preset, overrides);
+    settings.config = Config::from_presets(entry.name, entry.presets_json, preset, effective_overrides);
     settings.threads = threads;
     settings.device = device;
     settings.skip_corrupt = skip_corrupt;
@@ -243,8 +250,12 @@ void add_bench_command(CLI::App& app) {
   command->add_option("--profile", bench->profile_path,
                       "After the timed steps, run as many under LibTorch's profiler: write their Chrome trace to this file "
                       "and print the operators by self time");
+  command->add_flag("--memory", bench->memory,
+                    "Instead of timing: the per-rank peak memory of one training step at the preset's batch, "
+                    "gradient_accumulation_steps and precision (CPU: resident high-water; CUDA: the allocator's peak)");
   command->callback([=] {
     if (!peak_path->empty()) bench->peak_flops = probes::read_measured_peak(*peak_path, "fp32");
+    if (bench->memory && !bench->profile_path.empty()) fail("--memory", "measures one step; it cannot be combined with --profile");
     const WorkloadEntry& entry = find_workload(flags->benchmark);
     WorkloadSettings settings = flags->settings(entry, false);
     const auto ranks = RankSession::join(flags->comm_timeout);

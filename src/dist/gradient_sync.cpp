@@ -83,7 +83,7 @@ GradientSync::~GradientSync() {
 // Called once per parameter per backward, with the gradient summed over all its uses in the graph.
 void GradientSync::on_gradient(int index, const torch::Tensor& gradient) {
   Slot& slot = slots_[index];
-  if (slot.ready) return;
+  if (!exchange_ || slot.ready) return;
   slot.ready = true;
   if (gradient.is_sparse())
     fail("gradient of a " + std::to_string(slot.parameter.dim()) + "-d parameter",
@@ -92,7 +92,10 @@ void GradientSync::on_gradient(int index, const torch::Tensor& gradient) {
   // Pre-divide so the sum over ranks is the mean.
   torch::NoGradGuard no_grad;
   torch::Tensor destination = bucket.flat.narrow(0, slot.offset, slot.parameter.numel()).view_as(slot.parameter);
-  torch::div_out(destination, gradient, communicator_.world());
+  // .grad() holds the earlier micro-batches' sum when gradients are accumulated; autograd adds this
+  // backward's gradient to it only after the hook.
+  const torch::Tensor& accumulated = slot.parameter.grad();
+  torch::div_out(destination, accumulated.defined() ? gradient + accumulated : gradient, communicator_.world());
   if (--bucket.pending == 0) launch_ready_buckets();
 }
 
@@ -129,10 +132,15 @@ torch::Tensor allgather_concat(Communicator& communicator, const torch::Tensor& 
 void GradientSync::finish() {
   if (communicator_.world() == 1) return;
   torch::NoGradGuard no_grad;
-  // Parameters that took no part in this step's graph still owe their bucket a (zero) gradient.
+  // Parameters that took no part in the last backward still owe their bucket their gradient: what earlier
+  // micro-batches accumulated, or zeros.
   for (auto& slot : slots_) {
     if (slot.ready) continue;
-    buckets_[slot.bucket].flat.narrow(0, slot.offset, slot.parameter.numel()).zero_();
+    torch::Tensor destination = buckets_[slot.bucket].flat.narrow(0, slot.offset, slot.parameter.numel());
+    if (slot.parameter.grad().defined())
+      torch::div_out(destination, slot.parameter.grad().reshape(-1), communicator_.world());
+    else
+      destination.zero_();
     slot.ready = true;
     --buckets_[slot.bucket].pending;
   }
@@ -157,6 +165,7 @@ void GradientSync::finish() {
   }
   for (auto& slot : slots_) slot.ready = false;
   next_bucket_to_launch_ = 0;
+  exchange_ = true;
   ++stats_.steps;
 }
 

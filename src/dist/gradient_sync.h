@@ -43,8 +43,12 @@ class GradientSync {
   GradientSync& operator=(const GradientSync&) = delete;
   ~GradientSync();
 
+  // Gradient accumulation (DDP's no_sync): with false, the next backward only accumulates into .grad() on
+  // this rank; with true (the default), its hooks send the accumulated gradient (.grad() plus this
+  // backward's) to the buckets. finish() sets it back to true.
+  void set_exchange(bool exchange) { exchange_ = exchange; }
   // After backward: every parameter's .grad() is the mean over ranks. Parameters that got no gradient this
-  // step contribute zeros, as in DDP with unused parameters.
+  // update contribute zeros, as in DDP with unused parameters.
   void finish();
   // Rank 0's buffers (e.g. batch-norm running statistics) to every rank, so all evaluate the same model.
   void broadcast_buffers();
@@ -73,6 +77,7 @@ class GradientSync {
   std::vector<Bucket> buckets_;
   std::vector<torch::Tensor> buffers_;
   int next_bucket_to_launch_ = 0;
+  bool exchange_ = true;
   std::vector<unsigned> hook_handles_;
   GradientSyncStats stats_;
 };

@@ -11,12 +11,16 @@
 #include <vector>
 
 #include <torch/csrc/autograd/profiler_legacy.h>
+#ifdef TRAINBENCH_CUDA_ALLOCATOR_STATS
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include "dist/communicator.h"
 #include "dist/device.h"
 #include "dist/gradient_sync.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/process_memory.h"
 
 namespace trainbench {
 
@@ -24,11 +28,41 @@ std::shared_ptr<dist::Communicator> communicator_or_single(const WorkloadSetting
   return settings.communicator ? settings.communicator : dist::Communicator::connect(dist::RankEnvironment{});
 }
 
+const char* precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
+  }
+  return "fp32";
+}
+
+StepSettings StepSettings::from_config(const Config& config, const torch::Device& device) {
+  StepSettings settings;
+  settings.accumulation_steps = config.integer_at_least("gradient_accumulation_steps", 1);
+  const std::string precision = config.string("precision");
+  if (precision == "fp32") {
+    settings.precision = Precision::kFp32;
+  } else if (precision == "bf16") {
+    settings.precision = Precision::kBf16;
+  } else if (precision == "fp16") {
+    if (!device.is_cuda())
+      fail(config.name() + ": precision", "fp16 (autocast with dynamic loss scaling) needs a CUDA device; on " +
+                                              device.str() + " use --precision bf16 or fp32");
+    settings.precision = Precision::kFp16;
+  } else {
+    fail(config.name() + ": precision", "expected fp32, bf16 or fp16, got \"" + precision + "\"");
+  }
+  return settings;
+}
+
 int64_t local_batch_size(const Config& config, const std::string& field, int world) {
   const int64_t global = config.integer_at_least(field, 1);
-  if (global % world != 0)
-    fail(config.name() + ": " + field, std::to_string(global) + " (the global batch) is not divisible by the " +
-                                           std::to_string(world) + " ranks");
+  const int64_t steps = config.integer_at_least("gradient_accumulation_steps", 1);
+  if (global % (static_cast<int64_t>(world) * steps) != 0)
+    fail(config.name() + ": " + field,
+         std::to_string(global) + " (the global batch) does not divide into " + std::to_string(world) + " rank(s) x " +
+             std::to_string(steps) + " (gradient_accumulation_steps) micro-batches");
   return global / world;
 }
 
@@ -41,7 +75,10 @@ WorkloadBase::WorkloadBase(WorkloadSettings settings)
     : settings_(std::move(settings)),
       config_(settings_.config),
       device_(resolve_device(settings_.device)),
-      communicator_(communicator_or_single(settings_)) {}
+      communicator_(communicator_or_single(settings_)),
+      step_settings_(StepSettings::from_config(config_, device_)) {
+  local_batch_size(config_, "batch_size", communicator_->world());
+}
 
 WorkloadDescription WorkloadBase::base_description(const std::string& sample_unit) const {
   WorkloadDescription description;
@@ -80,10 +117,34 @@ void LossMeter::add(double loss, int64_t step) {
   ++steps_;
 }
 
-RankWaitReport::RankWaitReport(const dist::GradientSync& gradients, RunControl& control)
-    : gradients_(gradients), control_(control), waited_before_(gradients.stats().exposed_wait_seconds) {}
+namespace {
 
-RankWaitReport::~RankWaitReport() { control_.add_rank_wait(gradients_.stats().exposed_wait_seconds - waited_before_); }
+// What --memory reads: the process's resident memory on the CPU, the caching allocator's bytes on CUDA (the
+// CUDA allocator's statistics need libc10_cuda, which only a CUDA build of LibTorch has).
+void reset_peak_memory(const torch::Device& device) {
+#ifdef TRAINBENCH_CUDA_ALLOCATOR_STATS
+  if (device.is_cuda()) return c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#endif
+  if (device.is_cuda()) fail("--memory", "this build has no CUDA allocator statistics (libc10_cuda was not found)");
+  reset_peak_resident();
+}
+
+int64_t current_memory(const torch::Device& device) {
+#ifdef TRAINBENCH_CUDA_ALLOCATOR_STATS
+  if (device.is_cuda()) return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).allocated_bytes[0].current;
+#endif
+  return device.is_cuda() ? 0 : resident_bytes();
+}
+
+int64_t peak_memory(const torch::Device& device) {
+#ifdef TRAINBENCH_CUDA_ALLOCATOR_STATS
+  // allocated_bytes[0]: the aggregate over small and large pools.
+  if (device.is_cuda()) return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).allocated_bytes[0].peak;
+#endif
+  return device.is_cuda() ? 0 : peak_resident_bytes();
+}
+
+}  // namespace
 
 BenchRun::BenchRun(const WorkloadSettings& settings, const BenchSettings& bench_settings)
     : settings(settings),
@@ -93,6 +154,19 @@ BenchRun::BenchRun(const WorkloadSettings& settings, const BenchSettings& bench_
       global_batch(settings.config.integer("batch_size")),
       local_batch(local_batch_size(settings.config, "batch_size", communicator->world())) {
   seed_torch(settings);
+  if (bench.memory) {
+    reset_peak_memory(device);
+    memory_baseline_ = current_memory(device);
+  }
+}
+
+double BenchRun::training_step_seconds(const std::function<void()>& step) {
+  if (!bench.memory) return median_step_seconds(step);
+  const auto begin = std::chrono::steady_clock::now();
+  step();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  step_peak_bytes_ = peak_memory(device) - memory_baseline_;
+  return seconds;
 }
 
 namespace {
@@ -159,8 +233,17 @@ void BenchRun::print_training(std::ostream& out, double step_seconds, const std:
                 "%.5f s/step, %.1f GFLOP/s%s)\n",
                 static_cast<double>(global_batch) / step_seconds, sample_unit.c_str(), static_cast<long long>(global_batch),
                 communicator->world(), details.c_str(), device.str().c_str(), settings.threads,
-                static_cast<long long>(bench.steps), step_seconds, flops_per_second / 1e9,
+                static_cast<long long>(bench.memory ? 1 : bench.steps), step_seconds, flops_per_second / 1e9,
                 share_of_peak(flops_per_second, bench).c_str());
+  out << line;
+  if (step_peak_bytes_ < 0) return;
+  const StepSettings step = StepSettings::from_config(settings.config, device);
+  std::snprintf(line, sizeof line,
+                "memory        %10.1f MiB per rank  (peak of one training step: weights, gradients, optimizer state, the "
+                "batch and its activations; batch %lld per rank in %lld micro-batch(es), %s, %s; %s)\n",
+                static_cast<double>(step_peak_bytes_) / (1024.0 * 1024.0), static_cast<long long>(local_batch),
+                static_cast<long long>(step.accumulation_steps), precision_name(step.precision), device.str().c_str(),
+                device.is_cuda() ? "the CUDA caching allocator's peak" : "resident high-water above the process before the model");
   out << line;
 }
 

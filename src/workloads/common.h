@@ -23,7 +23,20 @@ class GradientSync;
 // settings.communicator, or a communicator for this process alone.
 std::shared_ptr<dist::Communicator> communicator_or_single(const WorkloadSettings& settings);
 
-// The per-rank share of a global batch; an Error naming `field` when the world does not divide it.
+enum class Precision { kFp32, kBf16, kFp16 };
+const char* precision_name(Precision precision);  // "fp32", "bf16", "fp16"
+
+// The preset's gradient_accumulation_steps and precision, checked against the device: an Error names the
+// setting and what it accepts (fp16 needs CUDA: its dynamic loss scaling exists for fp16's range on GPUs).
+struct StepSettings {
+  int64_t accumulation_steps = 1;
+  Precision precision = Precision::kFp32;
+
+  static StepSettings from_config(const Config& config, const torch::Device& device);
+};
+
+// The per-rank share of a global batch; an Error naming `field` when it does not divide into the ranks x
+// gradient_accumulation_steps micro-batches (the rules' global batch is the same whatever the split).
 int64_t local_batch_size(const Config& config, const std::string& field, int world);
 
 // Compute threads and the seed of LibTorch's generators, before anything random is built.
@@ -46,6 +59,7 @@ class WorkloadBase : public Workload {
   const Config& config_;
   torch::Device device_;
   std::shared_ptr<dist::Communicator> communicator_;
+  StepSettings step_settings_;  // checked here, before the log opens
 };
 
 // The mean training loss of a block. A loss that is not finite stops the run: an Error naming the preset
@@ -75,21 +89,6 @@ auto fetch_input(RunControl& control, Fetch&& fetch) -> decltype(fetch()) {
   return fetch();
 }
 
-// For one block of training: reports the time the block's gradient all-reduces kept the step waiting (what
-// did not overlap backward) to the harness as rank wait, when the block ends.
-class RankWaitReport {
- public:
-  RankWaitReport(const dist::GradientSync& gradients, RunControl& control);
-  ~RankWaitReport();
-  RankWaitReport(const RankWaitReport&) = delete;
-  RankWaitReport& operator=(const RankWaitReport&) = delete;
-
- private:
-  const dist::GradientSync& gradients_;
-  RunControl& control_;
-  double waited_before_;
-};
-
 // `trainbench bench <benchmark>`: the threads, seed, device and ranks of the measurement, the global and
 // per-rank batch (the preset's batch_size), and the one way every workload times and reports a step.
 class BenchRun {
@@ -101,6 +100,11 @@ class BenchRun {
   // wait for the device before it returns (e.g. end in item()). With bench.profile_path, `steps` more calls
   // run under the profiler afterwards, so the profiler's overhead never reaches the timed figure.
   double median_step_seconds(const std::function<void()>& step);
+  // The training step's time: median_step_seconds, or with --memory the one call whose peak memory
+  // print_training() then reports.
+  double training_step_seconds(const std::function<void()>& step);
+  // --memory: the bench stops after its training line.
+  bool memory_only() const { return bench.memory; }
   // "training      1234.5 img/s  (batch 128 over 1 rank(s), <details>, cpu, 2 threads/rank, median of 20
   // steps: 0.1037 s/step, 12.3 GFLOP/s[, share of the measured peak])"
   void print_training(std::ostream& out, double step_seconds, const std::string& sample_unit, double flops_per_sample,
@@ -111,6 +115,10 @@ class BenchRun {
   const torch::Device device;
   const std::shared_ptr<dist::Communicator> communicator;
   const int64_t global_batch, local_batch;
+
+ private:
+  int64_t memory_baseline_ = 0;  // with --memory: what was resident (CPU) or allocated (CUDA) before the model
+  int64_t step_peak_bytes_ = -1;  // with --memory: the peak above it, once measured
 };
 
 // ", 41.3% of measured fp32 peak 152.0 GFLOP/s" for a bench line's achieved FLOP/s, or "" without --peak.

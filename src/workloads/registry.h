@@ -38,6 +38,9 @@ struct BenchSettings {
   // bench --profile: after the timed steps, as many more run under LibTorch's profiler; rank 0 writes their
   // Chrome trace here and prints the operators by self time. Empty: no profile.
   std::string profile_path;
+  // bench --memory: one training step instead of the timed ones, and its per-rank peak memory; the bench's
+  // other measurements (inference, evaluation, data pipeline) are skipped so that nothing else is resident.
+  bool memory = false;
 };
 
 struct WorkloadEntry {

@@ -14,7 +14,7 @@ namespace trainbench {
 namespace {
 
 Config config_with(nlohmann::json target, std::vector<std::string> overrides = {}) {
-  const nlohmann::json presets = {{"mini", {{"target", target}, {"batch_size", 8}, {"note", "a"}}}};
+  const nlohmann::json presets = {{"mini", {{"target", target}, {"batch_size", 8}, {"gradient_accumulation_steps", 1}, {"precision", "fp32"}, {"note", "a"}}}};
   return Config::from_presets("fake", presets.dump(), "mini", overrides);
 }
 

@@ -19,10 +19,10 @@ namespace trainbench::bert {
 
 PretrainingBatch make_batch(const data::BertSamples& samples, torch::Device device) {
   const int64_t batch = samples.size(), seq = samples.seq_length, preds = samples.max_predictions;
-  std::vector<int64_t> positions, labels;
+  std::vector<int64_t> positions, labels, offsets{0};
   positions.reserve(static_cast<size_t>(batch * preds));
   labels.reserve(static_cast<size_t>(batch * preds));
-  for (int64_t n = 0; n < batch; ++n)
+  for (int64_t n = 0; n < batch; offsets.push_back(static_cast<int64_t>(positions.size())), ++n)
     for (int64_t k = 0; k < preds; ++k) {
       const int32_t position = samples.masked_lm_positions[static_cast<size_t>(n * preds + k)];
       if (position == 0) break;
@@ -42,7 +42,24 @@ PretrainingBatch make_batch(const data::BertSamples& samples, torch::Device devi
   result.next_sentence_labels = wrap(samples.next_sentence_labels, torch::kChar, {batch});
   result.masked_positions = torch::tensor(positions, torch::kLong).to(device);
   result.masked_lm_ids = torch::tensor(labels, torch::kLong).to(device);
+  result.masked_offsets = std::move(offsets);
   return result;
+}
+
+PretrainingBatch PretrainingBatch::rows(const BatchSlice& slice) const {
+  const int64_t first = masked_offsets[static_cast<size_t>(slice.begin)];
+  const int64_t predictions = masked_offsets[static_cast<size_t>(slice.begin + slice.size)] - first;
+  PretrainingBatch part;
+  part.input_ids = slice.of(input_ids);
+  part.segment_ids = slice.of(segment_ids);
+  part.input_mask = slice.of(input_mask);
+  part.next_sentence_labels = slice.of(next_sentence_labels);
+  // Positions index the flattened [B, S]: the slice's rows start at slice.begin * S.
+  part.masked_positions = masked_positions.narrow(0, first, predictions) - slice.begin * input_ids.size(1);
+  part.masked_lm_ids = masked_lm_ids.narrow(0, first, predictions);
+  for (auto offset = masked_offsets.begin() + slice.begin; offset <= masked_offsets.begin() + slice.begin + slice.size; ++offset)
+    part.masked_offsets.push_back(*offset - first);
+  return part;
 }
 
 torch::Tensor pretraining_loss(const BertForPreTraining& model, const BertOutputs& outputs, const PretrainingBatch& batch) {
@@ -50,15 +67,16 @@ torch::Tensor pretraining_loss(const BertForPreTraining& model, const BertOutput
          torch::nn::functional::cross_entropy(outputs.next_sentence_logits, batch.next_sentence_labels);
 }
 
-torch::Tensor train_step(BertForPreTraining& model, Lamb& optimizer, dist::GradientSync& gradients,
-                         const PretrainingBatch& batch, double learning_rate) {
-  optimizer.zero_grad();
-  const BertOutputs outputs = model->forward(batch.input_ids, batch.segment_ids, batch.input_mask, batch.masked_positions);
-  torch::Tensor loss = pretraining_loss(model, outputs, batch);
-  loss.backward();
-  gradients.finish();
-  optimizer.step(learning_rate);
-  return loss;
+TrainingStep training_step(BertForPreTraining model, Lamb& optimizer, PretrainingBatch batch, double learning_rate) {
+  TrainingStep step;
+  step.samples = batch.input_ids.size(0);
+  step.loss = [=](const BatchSlice& slice) mutable {
+    const PretrainingBatch part = slice.size == batch.input_ids.size(0) ? batch : batch.rows(slice);
+    const BertOutputs outputs = model->forward(part.input_ids, part.segment_ids, part.input_mask, part.masked_positions);
+    return pretraining_loss(model, outputs, part);
+  };
+  step.update = [&optimizer, learning_rate] { optimizer.step(learning_rate); };
+  return step;
 }
 
 int64_t masked_lm_correct(BertForPreTraining& model, const PretrainingBatch& batch) {
@@ -121,7 +139,8 @@ class BertWorkload : public WorkloadBase {
     description.schedule.unit = ScheduleUnit::kSamples;
     description.hyperparameters = {
         {"global_batch_size", config_.integer("batch_size")},
-        {"gradient_accumulation_steps", 1},
+        {"gradient_accumulation_steps", step_settings_.accumulation_steps},
+        {"trainbench_precision", precision_name(step_settings_.precision)},
         {"opt_name", "lamb"},
         {"max_sequence_length", config_.integer("seq_length")},
         {"max_predictions_per_seq", config_.integer("max_predictions")},
@@ -154,6 +173,7 @@ class BertWorkload : public WorkloadBase {
     model_->train();
     optimizer_.emplace(make_optimizer(model_, config_));
     gradients_.emplace(*communicator_, model_->parameters(), model_->buffers());  // rank 0's initial weights
+    loop_.emplace(config_, device_, model_->parameters(), &*gradients_);
     schedule_ = lr_schedule(config_);
     std::vector<std::string> initialized;
     for (const auto& parameter : model_->named_parameters()) initialized.push_back(mlperf_tensor_name(parameter.key()));
@@ -181,23 +201,17 @@ class BertWorkload : public WorkloadBase {
   BlockReport train(const Block& block, RunControl& control) override {
     model_->train();
     const int64_t batch_size = config_.integer("batch_size");  // global
-    const int64_t local_samples = local_batch("batch_size");
-    BlockReport report;
-    LossMeter losses(config_);
-    const RankWaitReport rank_wait(*gradients_, control);
+    loop_->begin_block(control);
     // Blocks are in samples; a block ends at the first whole batch that reaches its last sample.
-    while (static_cast<double>(step_ * batch_size) < block.last_epoch_num()) {
-      const PretrainingBatch batch = fetch_input(control, [&] {
-        return make_batch(train_->gather(order_->batch(step_, batch_size, communicator_->rank(), communicator_->world())),
-                          device_);
+    while (static_cast<double>(loop_->updates() * batch_size) < block.last_epoch_num()) {
+      PretrainingBatch batch = loop_->fetch([&] {
+        return make_batch(
+            train_->gather(order_->batch(loop_->updates(), batch_size, communicator_->rank(), communicator_->world())),
+            device_);
       });
-      const double loss_value = train_step(model_, *optimizer_, *gradients_, batch, schedule_.at(step_)).item<double>();
-      losses.add(loss_value, ++step_);
-      report.samples += local_samples;
-      control.step(local_samples, loss_value);
+      loop_->train(training_step(model_, *optimizer_, std::move(batch), schedule_.at(loop_->updates())));
     }
-    report.mean_loss = losses.mean();
-    return report;
+    return loop_->end_block();
   }
 
   Metric evaluate(const Block& block, RunControl& control) override {
@@ -222,11 +236,11 @@ class BertWorkload : public WorkloadBase {
   BertForPreTraining model_{nullptr};
   std::optional<Lamb> optimizer_;
   std::optional<dist::GradientSync> gradients_;
+  std::optional<TrainingLoop> loop_;
   BertLrSchedule schedule_;
   std::optional<data::BertShardSet> train_, eval_;
   std::optional<data::BertTrainOrder> order_;
   int64_t eval_count_ = 0;
-  int64_t step_ = 0;
 };
 
 void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
@@ -277,9 +291,8 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   // The whole data-parallel step, as training runs it: each rank's share of the global batch, gradients
   // averaged over the ranks.
   dist::GradientSync gradients(*run.communicator, model->parameters(), model->buffers());
-  const double step_time = run.median_step_seconds([&] {
-    train_step(model, optimizer, gradients, batch, 1e-4).item<double>();  // item() waits for the device
-  });
+  TrainingLoop loop(config, device, model->parameters(), &gradients);
+  const double step_time = run.training_step_seconds([&] { loop.update(training_step(model, optimizer, batch, 1e-4)); });
   const double flops_per_sequence = 3.0 * 2.0 * model->forward_macs(batch_size, seq, batch_size * preds) / batch_size;
   run.print_training(out, step_time, "seq", flops_per_sequence,
                      "seq " + std::to_string(seq) + ", " + std::to_string(preds) + " predictions");

@@ -76,7 +76,8 @@ class DlrmWorkload : public WorkloadBase {
     const DlrmLrSchedule schedule = lr_schedule(config_);
     description.hyperparameters = {
         {"global_batch_size", config_.integer("batch_size")},
-        {"gradient_accumulation_steps", 1},
+        {"gradient_accumulation_steps", step_settings_.accumulation_steps},
+        {"trainbench_precision", precision_name(step_settings_.precision)},
         {"opt_name", "sgd"},
         {"opt_base_learning_rate", schedule.base_lr},
         {"sgd_opt_base_learning_rate", schedule.base_lr},
@@ -98,6 +99,7 @@ class DlrmWorkload : public WorkloadBase {
     // The tables are initialized alike on every rank from the shared seed, so only the MLP is broadcast.
     mlp_gradients_.emplace(*communicator_, model_->mlp_parameters(), std::vector<torch::Tensor>{});
     parallel_.emplace(DataParallel{*communicator_, *mlp_gradients_});
+    loop_.emplace(config_, device_, model_->mlp_parameters(), &*mlp_gradients_);
     schedule_ = lr_schedule(config_);
     return model_->initialized_tensor_names();
   }
@@ -131,25 +133,18 @@ class DlrmWorkload : public WorkloadBase {
     const int64_t per_epoch = train_->batches_per_epoch();
     const auto batch_at = [&](double epochs) { return static_cast<int64_t>(std::llround(epochs * static_cast<double>(per_epoch))); };
     const int64_t first = batch_at(block.first_epoch_num - 1), last = batch_at(block.first_epoch_num - 1 + block.epoch_count);
-    BlockReport report;
-    LossMeter losses(config_);
-    const RankWaitReport rank_wait(*mlp_gradients_, control);
+    loop_->begin_block(control);
     const double row_exchange_before = parallel_->row_exchange_seconds;
     for (int64_t step = first; step < last; ++step) {
       if (!input_ || input_step_ != step) start_input(step);
-      fetch_input(control, [&] { batch_ = *input_->next(); });  // batch_'s old buffers go: the last step's tensors are gone
+      loop_->fetch([&] { batch_ = *input_->next(); });  // batch_'s old buffers go: the last step's tensors are gone
       ++input_step_;
       if (batch_.size == 0) continue;
       const BatchTensors tensors = as_tensors(batch_, device_);
-      const double loss =
-          train_step(model_, *parallel_, tensors.dense, tensors.sparse, tensors.labels, schedule_.at(step)).item<double>();
-      losses.add(loss, step);
-      report.samples += batch_.size;
-      control.step(batch_.size, loss);
+      loop_->train(training_step(model_, *parallel_, *loop_, tensors.dense, tensors.sparse, tensors.labels, schedule_.at(step)));
     }
     control.add_rank_wait(parallel_->row_exchange_seconds - row_exchange_before);
-    report.mean_loss = losses.mean();  // over the steps that trained, as every workload averages
-    return report;
+    return loop_->end_block();  // the mean loss over the steps that trained, as every workload averages
   }
 
   Metric evaluate(const Block& block, RunControl& control) override {
@@ -202,6 +197,7 @@ class DlrmWorkload : public WorkloadBase {
   Dlrm model_{nullptr};
   std::optional<dist::GradientSync> mlp_gradients_;
   std::optional<DataParallel> parallel_;
+  std::optional<TrainingLoop> loop_;
   DlrmLrSchedule schedule_;
   std::optional<data::CriteoBatchReader> train_, eval_;
   data::CriteoBatch batch_;
@@ -260,9 +256,9 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
     columns.push_back(torch::randint(size, {batch_size, 1}, torch::TensorOptions(torch::kInt64).device(device)));
   const auto sparse = torch::cat(columns, 1);
   const auto labels = torch::randint(2, {batch_size}, device).to(torch::kFloat32);
-  const double step_time = run.median_step_seconds([&] {
-    train_step(model, parallel, dense, sparse, labels, 0.01).item<double>();  // item() waits for the device
-  });
+  TrainingLoop loop(config, device, model->mlp_parameters(), &mlp_gradients);
+  const double step_time =
+      run.training_step_seconds([&] { loop.update(training_step(model, parallel, loop, dense, sparse, labels, 0.01)); });
   run.print_training(out, step_time, "samples", 3.0 * 2.0 * static_cast<double>(model->forward_macs()),
                      std::to_string(config.integers("table_sizes").size()) + " tables, dim " +
                          std::to_string(config.integer("embedding_dim")));

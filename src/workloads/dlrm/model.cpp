@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
 
 #include "util/error.h"
 
@@ -90,11 +91,6 @@ torch::Tensor DlrmImpl::forward(const torch::Tensor& dense, const torch::Tensor&
   return predict(dense, lookup(sparse).vectors);
 }
 
-void DlrmImpl::zero_mlp_grad() {
-  for (auto& parameter : parameters())
-    if (parameter.grad().defined()) parameter.mutable_grad().zero_();
-}
-
 std::vector<torch::Tensor> DlrmImpl::mlp_parameters() const {
   std::vector<torch::Tensor> result;
   for (const auto& parameter : parameters())
@@ -141,24 +137,36 @@ std::vector<std::string> DlrmImpl::initialized_tensor_names() const {
   return names;
 }
 
-torch::Tensor train_step(Dlrm& model, DataParallel& parallel, const torch::Tensor& dense, const torch::Tensor& sparse,
-                         const torch::Tensor& labels, double learning_rate) {
-  model->zero_mlp_grad();
-  EmbeddingLookup lookup = model->lookup(sparse);
-  lookup.vectors.requires_grad_(true);
-  torch::Tensor loss = torch::binary_cross_entropy_with_logits(model->predict(dense, lookup.vectors), labels);
-  loss.backward();
-  parallel.mlp_gradients.finish();
-  if (!lookup.vectors.grad().defined()) fail("dlrm train_step", "the embedding lookup has no gradient");
-  torch::Tensor rows = lookup.rows, row_gradients = lookup.vectors.grad().reshape({lookup.rows.numel(), -1});
-  if (const int world = parallel.communicator.world(); world > 1) {
-    const auto exchange_start = std::chrono::steady_clock::now();
-    rows = dist::allgather_concat(parallel.communicator, rows);
-    row_gradients = dist::allgather_concat(parallel.communicator, row_gradients).div_(world);
-    parallel.row_exchange_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_start).count();
-  }
-  model->sgd_step(rows, row_gradients, learning_rate);
-  return loss;
+TrainingStep training_step(Dlrm model, DataParallel& parallel, const TrainingLoop& loop, torch::Tensor dense,
+                           torch::Tensor sparse, torch::Tensor labels, double learning_rate) {
+  // Each micro-batch's looked-up vectors; backward leaves their gradients in them.
+  auto lookups = std::make_shared<std::vector<EmbeddingLookup>>();
+  TrainingStep step;
+  step.samples = dense.size(0);
+  step.loss = [=](const BatchSlice& slice) mutable {
+    EmbeddingLookup& lookup = lookups->emplace_back(model->lookup(slice.of(sparse)));
+    lookup.vectors.requires_grad_(true);
+    return torch::binary_cross_entropy_with_logits(model->predict(slice.of(dense), lookup.vectors), slice.of(labels));
+  };
+  step.update = [=, &parallel, &loop]() mutable {
+    std::vector<torch::Tensor> touched, touched_gradients;
+    for (const EmbeddingLookup& lookup : *lookups) {
+      if (!lookup.vectors.grad().defined()) fail("dlrm training step", "the embedding lookup has no gradient");
+      touched.push_back(lookup.rows);
+      touched_gradients.push_back(lookup.vectors.grad().reshape({lookup.rows.numel(), -1}));
+    }
+    torch::Tensor rows = touched.size() == 1 ? touched[0] : torch::cat(touched);
+    torch::Tensor row_gradients = touched_gradients.size() == 1 ? touched_gradients[0] : torch::cat(touched_gradients);
+    if (loop.gradient_scale() != 1) row_gradients = row_gradients / loop.gradient_scale();
+    if (const int world = parallel.communicator.world(); world > 1) {
+      const auto exchange_start = std::chrono::steady_clock::now();
+      rows = dist::allgather_concat(parallel.communicator, rows);
+      row_gradients = dist::allgather_concat(parallel.communicator, row_gradients).div_(world);
+      parallel.row_exchange_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_start).count();
+    }
+    model->sgd_step(rows, row_gradients, learning_rate);
+  };
+  return step;
 }
 
 double DlrmLrSchedule::at(int64_t step) const {

@@ -14,6 +14,7 @@
 
 #include "dist/communicator.h"
 #include "dist/gradient_sync.h"
+#include "workloads/training_loop.h"
 
 namespace trainbench::dlrm {
 
@@ -47,7 +48,6 @@ class DlrmImpl : public torch::nn::Module {
   // `row_gradients` (one row each), duplicates accumulating.
   void sgd_step(const torch::Tensor& rows, const torch::Tensor& row_gradients, double learning_rate);
   // Clears the MLP gradients (the embeddings have none).
-  void zero_mlp_grad();
   // The parameters autograd trains, and data parallelism averages: all but the embeddings.
   std::vector<torch::Tensor> mlp_parameters() const;
 
@@ -91,11 +91,11 @@ struct DataParallel {
   double row_exchange_seconds = 0;
 };
 
-// One training step: clear gradients, forward, BCE loss (mean over the batch, as the reference's BCELoss),
-// backward, averaging over the ranks, SGD update. Returns the loss. The MLP gradients are all-reduced
-// (overlapped with backward); the embedding rows each rank touched travel with their gradients, and every
-// rank applies all of them scaled by 1/world, so the replicated tables stay identical without being sent.
-torch::Tensor train_step(Dlrm& model, DataParallel& parallel, const torch::Tensor& dense, const torch::Tensor& sparse,
-                         const torch::Tensor& labels, double learning_rate);
+// One update for the shared training loop: per micro-batch the lookup, forward and BCE loss (mean over the
+// batch, as the reference's BCELoss); then the SGD update. The MLP gradients are all-reduced (overlapped
+// with backward); the embedding rows each rank touched travel with their gradients, and every rank
+// applies all of them scaled by 1/world, so the replicated tables stay identical without being sent.
+TrainingStep training_step(Dlrm model, DataParallel& parallel, const TrainingLoop& loop, torch::Tensor dense,
+                           torch::Tensor sparse, torch::Tensor labels, double learning_rate);
 
 }  // namespace trainbench::dlrm

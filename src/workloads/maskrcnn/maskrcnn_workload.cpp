@@ -131,21 +131,10 @@ double learning_rate(const Config& config, double base, int64_t iteration) {
   return base * decay;
 }
 
-// Forward, the five losses, backward, gradient averaging over the ranks and the SGD update; returns the losses.
-Losses train_step(MaskRcnn& model, torch::optim::SGD& optimizer, dist::GradientSync& gradients, const Config& config,
-                  int64_t iteration, const torch::Tensor& images, const std::vector<ImageSize>& sizes,
-                  const std::vector<ImageTarget>& targets, at::Generator& generator) {
+// The rate of each parameter group (weights, then biases at bias_lr_factor) at 1-based iteration `iteration`.
+std::vector<double> group_learning_rates(const Config& config, int64_t iteration) {
   const double base = config.number("base_learning_rate");
-  const double bases[] = {base, base * config.number("bias_lr_factor")};
-  for (size_t group = 0; group < 2; ++group)
-    static_cast<torch::optim::SGDOptions&>(optimizer.param_groups()[group].options())
-        .lr(learning_rate(config, bases[group], iteration));
-  optimizer.zero_grad();
-  Losses losses = model->losses(images, sizes, targets, generator);
-  losses.total().backward();
-  gradients.finish();
-  optimizer.step();
-  return losses;
+  return {learning_rate(config, base, iteration), learning_rate(config, base * config.number("bias_lr_factor"), iteration)};
 }
 
 // Boxes of the resized image in the original one, scaled by each side's ratio as BoxList.resize does.
@@ -199,7 +188,8 @@ class MaskRcnnWorkload : public WorkloadBase {
     description.hyperparameters = {
         {"global_batch_size", config_.integer("batch_size")},
         {"num_image_candidates", batch_proposals(config_, communicator_->world())},
-        {"gradient_accumulation_steps", 1},
+        {"gradient_accumulation_steps", step_settings_.accumulation_steps},
+        {"trainbench_precision", precision_name(step_settings_.precision)},
         {"opt_name", "sgd_with_momentum"},
         {"opt_base_learning_rate", config_.number("base_learning_rate")},
         {"opt_learning_rate_warmup_steps", config_.integer("warmup_steps")},
@@ -228,6 +218,7 @@ class MaskRcnnWorkload : public WorkloadBase {
     model_->train();
     optimizer_.emplace(make_optimizer(model_, config_));
     gradients_.emplace(*communicator_, model_->parameters(), model_->buffers());
+    loop_.emplace(config_, device_, model_->parameters(), &*gradients_);
     return MaskRcnnImpl::mlperf_tensor_names();
   }
 
@@ -258,25 +249,10 @@ class MaskRcnnWorkload : public WorkloadBase {
 
   BlockReport train(const Block& block, RunControl& control) override {
     model_->train();
-    BlockReport report;
-    LossMeter losses(config_);
-    const RankWaitReport rank_wait(*gradients_, control);
-    for (int64_t epoch = static_cast<int64_t>(block.first_epoch_num);
-         epoch < static_cast<int64_t>(block.first_epoch_num + block.epoch_count); ++epoch) {
-      train_loader_->start_epoch(epoch);
-      while (auto batch = fetch_input(control, [&] { return train_loader_->next(); })) {
-        if (batch->size == 0) continue;
-        const Losses step_losses = train_step(model_, *optimizer_, *gradients_, config_, step_ + 1, batch_images(*batch, device_),
-                                              batch_sizes(*batch), batch_targets(*batch, device_), generator_);
-        const double loss_value = step_losses.total().item<double>();
-        ++step_;
-        losses.add(loss_value, step_);
-        report.samples += batch->size;
-        control.step(batch->size, loss_value);
-      }
-    }
-    report.mean_loss = losses.mean();
-    return report;
+    return loop_->train_epochs(block, control, *train_loader_, [&](detection::RcnnBatch& batch, int64_t) {
+      return training_step(model_, *optimizer_, group_learning_rates(config_, loop_->updates() + 1), batch_images(batch, device_),
+                           batch_sizes(batch), batch_targets(batch, device_), generator_);
+    });
   }
 
   Metric evaluate(const Block& block, RunControl& control) override {
@@ -305,11 +281,11 @@ class MaskRcnnWorkload : public WorkloadBase {
   MaskRcnn model_{nullptr};
   std::optional<torch::optim::SGD> optimizer_;
   std::optional<dist::GradientSync> gradients_;
+  std::optional<TrainingLoop> loop_;
   std::optional<detection::RcnnLoader> train_loader_, eval_loader_;
   std::optional<coco::Evaluator> box_evaluator_, mask_evaluator_;
   std::vector<int64_t> category_ids_;
   at::Generator generator_;  // the RPN's and the box head's sampling
-  int64_t step_ = 0;
 };
 
 // A batch in memory for the bench: noise images of the preset's short side and its capped long side (4:3),
@@ -350,6 +326,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   model->train();
   auto optimizer = make_optimizer(model, config);
   dist::GradientSync gradients(*run.communicator, model->parameters(), model->buffers());
+  TrainingLoop loop(config, run.device, model->parameters(), &gradients);
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(settings.seed));
   // Training: the whole step (anchor matching, sampling, proposals, mask targets, forward, the five losses,
   // backward, all-reduce, update) on a batch in memory, so the number is the compute side alone.
@@ -357,15 +334,15 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   const auto images = batch_images(batch, run.device);
   const auto sizes = batch_sizes(batch);
   const auto targets = batch_targets(batch, run.device);
-  const double train_seconds = run.median_step_seconds([&] {
-    train_step(model, optimizer, gradients, config, config.integer("warmup_steps"), images, sizes, targets, generator)
-        .total()
-        .item<double>();
+  const double train_seconds = run.training_step_seconds([&] {
+    loop.update(training_step(model, optimizer, group_learning_rates(config, config.integer("warmup_steps")), images, sizes,
+                              targets, generator));
   });
   const int64_t rois = config.integer("roi_batch_size_per_image");
   const std::string details = std::to_string(batch.padded_width) + "x" + std::to_string(batch.padded_height) + " px";
   run.print_training(out, train_seconds, "img",
                      3.0 * 2.0 * model->forward_macs(batch.padded_height, batch.padded_width, rois, rois / 4), details);
+  if (run.memory_only()) return;
   // Inference with the reference's post-processing: detection, mask paste at the image size and RLE encoding.
   // An untrained model's scores hardly pass 0.05 on noise, so this model keeps every score: each image then
   // yields the detections_per_image limit, the post-processing's full load (a trained COCO model's usual case).

@@ -536,4 +536,30 @@ torch::Tensor rois_of(const std::vector<torch::Tensor>& boxes_per_image) {
   return torch::cat(rois);
 }
 
+namespace {
+
+// The rows of `values` (one per image) that `slice` covers.
+template <typename Value>
+std::vector<Value> rows_of(const std::vector<Value>& values, const BatchSlice& slice) {
+  return {values.begin() + slice.begin, values.begin() + slice.begin + slice.size};
+}
+
+}  // namespace
+
+TrainingStep training_step(MaskRcnn model, torch::optim::SGD& optimizer, std::vector<double> group_learning_rates,
+                           torch::Tensor images, std::vector<ImageSize> sizes, std::vector<ImageTarget> targets,
+                           at::Generator& generator) {
+  TrainingStep step;
+  step.samples = images.size(0);
+  step.loss = [=, &generator](const BatchSlice& slice) mutable {
+    return model->losses(slice.of(images), rows_of(sizes, slice), rows_of(targets, slice), generator).total();
+  };
+  step.update = [&optimizer, group_learning_rates] {
+    for (size_t group = 0; group < group_learning_rates.size(); ++group)
+      static_cast<torch::optim::SGDOptions&>(optimizer.param_groups()[group].options()).lr(group_learning_rates[group]);
+    optimizer.step();
+  };
+  return step;
+}
+
 }  // namespace trainbench::maskrcnn

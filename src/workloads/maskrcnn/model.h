@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "detection/rcnn_ops.h"
+#include "workloads/training_loop.h"
 
 namespace trainbench::maskrcnn {
 
@@ -183,5 +184,11 @@ class MaskRcnnImpl : public torch::nn::Module {
 
 // (x1, y1, x2, y2) boxes of several images as RoIs (K, 5) with the image index first.
 torch::Tensor rois_of(const std::vector<torch::Tensor>& boxes_per_image);
+
+// One update for the shared training loop: forward and the five losses per micro-batch (the RPN's and the
+// box head's sampling drawn from `generator`), then SGD with each parameter group at its rate.
+TrainingStep training_step(MaskRcnn model, torch::optim::SGD& optimizer, std::vector<double> group_learning_rates,
+                           torch::Tensor images, std::vector<ImageSize> sizes, std::vector<ImageTarget> targets,
+                           at::Generator& generator);
 
 }  // namespace trainbench::maskrcnn

@@ -158,6 +158,7 @@ class MinigoLoop {
     net_->to(device_);
     net_->eval();  // training switches to train mode and back; self-play needs eval mode
     optimizer_.emplace(net_->parameters(), torch::optim::SGDOptions(schedule_.at(0)).momentum(config.number("momentum")));
+    training_.emplace(config, device_, net_->parameters(), /*gradients=*/nullptr);
   }
 
   MinigoNet& net() { return net_; }
@@ -244,10 +245,8 @@ class MinigoLoop {
     const auto pi = torch::from_blob(const_cast<float*>(policies), {batch, points + 1}, torch::kFloat32).to(device_);
     const auto z = torch::from_blob(const_cast<float*>(outcomes), {batch}, torch::kFloat32).to(device_);
     net_->train();
-    const MinigoLoss loss = minigo::train_step(net_, *optimizer_, schedule_.at(global_step_), planes, pi, z,
-                                               config_.number("value_cost_weight"), config_.number("opt_weight_decay"));
-    ++global_step_;
-    return loss.total.item<double>();
+    return training_->update(minigo::training_step(net_, *optimizer_, schedule_.at(training_->updates()), planes, pi, z,
+                                                   config_.number("value_cost_weight"), config_.number("opt_weight_decay")));
   }
 
   static go::BatchEvaluator evaluator(MinigoNet& net, const std::function<void()>& on_batch) {
@@ -257,7 +256,7 @@ class MinigoLoop {
     };
   }
 
-  int64_t global_step() const { return global_step_; }
+  int64_t global_step() const { return training_->updates(); }
 
  private:
   const Config& config_;
@@ -267,9 +266,9 @@ class MinigoLoop {
   MinigoNet net_;
   PiecewiseLr schedule_;
   std::optional<torch::optim::SGD> optimizer_;
+  std::optional<TrainingLoop> training_;  // MiniGo trains in one process: no gradient exchange
   data::Rng rng_;
   std::vector<go::ExampleSet> window_;
-  int64_t global_step_ = 0;
 };
 
 // The fraction of the preset's `eval_games` games that `learner` wins against `target` with its evaluation
@@ -371,7 +370,8 @@ class MinigoWorkload : public WorkloadBase {
         {"min_selfplay_games_per_generation", config_.integer("min_selfplay_games_per_generation")},
         {"window_size", config_.integer("window_size")},
         {"eval_games", config_.integer("eval_games")},
-        {"gradient_accumulation_steps", 1},
+        {"gradient_accumulation_steps", step_settings_.accumulation_steps},
+        {"trainbench_precision", precision_name(step_settings_.precision)},
         {"trainbench_model", config_.string("summary")},
     };
     return description;
@@ -474,10 +474,12 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
       << "\n";
 }
 
-void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
-  const Config& config = settings.config;
-  BenchRun run(settings, bench_settings);
-  MinigoLoop loop(config, run.device, static_cast<uint64_t>(settings.seed), settings.threads);
+// Self-play games and the inference call MCTS makes, with the preset's (random) network.
+void bench_self_play_and_inference(BenchRun& run, MinigoLoop& loop, data::Rng& rng, std::ostream& out) {
+  const Config& config = run.settings.config;
+  const WorkloadSettings& settings = run.settings;
+  const BenchSettings& bench_settings = run.bench;
+  const int64_t size = config.integer("board_size"), points = size * size;
   // Self-play: `steps` games of the preset's search with its (random) network.
   go::PlayStats stats;
   const auto begin = std::chrono::steady_clock::now();
@@ -496,10 +498,8 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   // Inference: one self-play driver's full batch (its concurrent games x virtual losses) through the
   // evaluator MCTS calls, uint8 planes in, probabilities and values out; bench/peers/minigo_inference.py
   // times python3-torch on the same batch.
-  const int64_t size = config.integer("board_size"), points = size * size;
   const int64_t inference_batch =
       std::max<int64_t>(1, config.integer("concurrent_games") / settings.threads) * config.integer("virtual_losses");
-  data::Rng rng(static_cast<uint64_t>(settings.seed));
   std::vector<uint8_t> planes(static_cast<size_t>(inference_batch * go::Position::kPlanes * points));
   for (auto& value : planes) value = static_cast<uint8_t>(rng.below(2));
   std::vector<float> priors(static_cast<size_t>(inference_batch * (points + 1))), values(static_cast<size_t>(inference_batch));
@@ -513,6 +513,15 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
                 static_cast<long long>(config.integer("virtual_losses")), settings.threads,
                 static_cast<long long>(bench_settings.steps), call_time);
   out << line;
+}
+
+void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
+  const Config& config = settings.config;
+  BenchRun run(settings, bench_settings);
+  MinigoLoop loop(config, run.device, static_cast<uint64_t>(settings.seed), settings.threads);
+  const int64_t size = config.integer("board_size"), points = size * size;
+  data::Rng rng(static_cast<uint64_t>(settings.seed));
+  if (!run.memory_only()) bench_self_play_and_inference(run, loop, rng, out);
   // Training: the full step on a batch of random positions already in memory.
   const int64_t batch = run.global_batch;
   std::vector<uint8_t> features(static_cast<size_t>(batch * go::Position::kPlanes * points));
@@ -520,7 +529,8 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   std::vector<float> policies(static_cast<size_t>(batch * (points + 1)), 1.0f / static_cast<float>(points + 1));
   std::vector<float> outcomes(static_cast<size_t>(batch));
   for (auto& value : outcomes) value = rng.below(2) ? 1.0f : -1.0f;
-  const double step_time = run.median_step_seconds([&] { loop.train_step(features.data(), policies.data(), outcomes.data(), batch); });
+  const double step_time =
+      run.training_step_seconds([&] { loop.train_step(features.data(), policies.data(), outcomes.data(), batch); });
   run.print_training(out, step_time, "examples", 3.0 * 2.0 * static_cast<double>(loop.net()->forward_macs()),
                      std::to_string(config.integer("filters")) + " filters, " + std::to_string(config.integer("trunk_blocks")) +
                          " blocks, " + std::to_string(size) + "x" + std::to_string(size));

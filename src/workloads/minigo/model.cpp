@@ -183,15 +183,18 @@ MinigoLoss minigo_loss(MinigoNet& net, const torch::Tensor& planes, const torch:
   return loss;
 }
 
-MinigoLoss train_step(MinigoNet& net, torch::optim::SGD& optimizer, double learning_rate, const torch::Tensor& planes,
-                      const torch::Tensor& pi, const torch::Tensor& outcome, double value_weight, double l2_strength) {
-  for (auto& group : optimizer.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(learning_rate);
-  optimizer.zero_grad();
-  MinigoLoss loss = minigo_loss(net, planes, pi, outcome, value_weight, l2_strength);
-  loss.total.backward();
-  optimizer.step();
-  for (auto* term : {&loss.total, &loss.policy, &loss.value, &loss.l2}) *term = term->detach();
-  return loss;
+TrainingStep training_step(MinigoNet net, torch::optim::SGD& optimizer, double learning_rate, torch::Tensor planes,
+                           torch::Tensor pi, torch::Tensor outcome, double value_weight, double l2_strength) {
+  TrainingStep step;
+  step.samples = planes.size(0);
+  step.loss = [=](const BatchSlice& slice) mutable {
+    return minigo_loss(net, slice.of(planes), slice.of(pi), slice.of(outcome), value_weight, l2_strength).total;
+  };
+  step.update = [&optimizer, learning_rate] {
+    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(learning_rate);
+    optimizer.step();
+  };
+  return step;
 }
 
 }  // namespace trainbench::minigo

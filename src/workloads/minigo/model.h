@@ -14,6 +14,8 @@
 
 #include <torch/torch.h>
 
+#include "workloads/training_loop.h"
+
 namespace trainbench::minigo {
 
 struct MinigoNetOptions {
@@ -92,9 +94,10 @@ struct MinigoLoss {
 MinigoLoss minigo_loss(MinigoNet& net, const torch::Tensor& planes, const torch::Tensor& pi, const torch::Tensor& outcome,
                        double value_weight, double l2_strength);
 
-// One training step at `learning_rate`: clear gradients, minigo_loss, backward, the optimizer's update
-// (momentum SGD as TF's MomentumOptimizer). Returns the loss terms, detached.
-MinigoLoss train_step(MinigoNet& net, torch::optim::SGD& optimizer, double learning_rate, const torch::Tensor& planes,
-                      const torch::Tensor& pi, const torch::Tensor& outcome, double value_weight, double l2_strength);
+// One update for the shared training loop: minigo_loss per micro-batch (its L2 term, weighted by each
+// micro-batch's share, adds up to one L2 term), then the optimizer's update at `learning_rate` (momentum SGD
+// as TF's MomentumOptimizer).
+TrainingStep training_step(MinigoNet net, torch::optim::SGD& optimizer, double learning_rate, torch::Tensor planes,
+                           torch::Tensor pi, torch::Tensor outcome, double value_weight, double l2_strength);
 
 }  // namespace trainbench::minigo

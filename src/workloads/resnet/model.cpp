@@ -130,4 +130,19 @@ bool is_bn_or_bias(const torch::Tensor& parameter) {
   return parameter.dim() <= 1;
 }
 
+// One update: forward and loss (cross entropy with the preset's label smoothing) per micro-batch, then the
+// LARS (or SGD) update at `learning_rate`.
+TrainingStep training_step(ResNet model, Lars& optimizer, torch::Tensor images, torch::Tensor labels,
+                           double label_smoothing, double learning_rate) {
+  TrainingStep step;
+  step.samples = images.size(0);
+  step.loss = [=](const BatchSlice& slice) mutable {
+    return torch::nn::functional::cross_entropy(
+        model->forward(slice.of(images)), slice.of(labels),
+        torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing));
+  };
+  step.update = [&optimizer, learning_rate] { optimizer.step(learning_rate); };
+  return step;
+}
+
 }  // namespace trainbench::resnet

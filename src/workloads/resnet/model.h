@@ -4,6 +4,9 @@
 // code. Submodule names follow torchvision (conv1, bn1, layer1..4, fc) so weights map one to one.
 #include <torch/torch.h>
 
+#include "workloads/resnet/lars.h"
+#include "workloads/training_loop.h"
+
 namespace trainbench::resnet {
 
 struct ResNetOptions {
@@ -66,5 +69,10 @@ std::string mlperf_tensor_name(const std::string& parameter_name);
 // Parameters that are excluded from weight decay and layer adaptation (BatchNorm and biases), as in the
 // MLPerf reference LARS.
 bool is_bn_or_bias(const torch::Tensor& parameter);
+
+// One update for the shared training loop: forward and cross entropy (with label smoothing) per
+// micro-batch, then the LARS (or SGD) update at `learning_rate`.
+TrainingStep training_step(ResNet model, Lars& optimizer, torch::Tensor images, torch::Tensor labels,
+                           double label_smoothing, double learning_rate);
 
 }  // namespace trainbench::resnet

@@ -79,20 +79,6 @@ Lars make_optimizer(ResNet& model, const Config& config) {
                                        .layer_adaptation(uses_lars(config)));
 }
 
-// Forward, loss (cross entropy with the preset's label smoothing), backward, gradient averaging over the
-// ranks (overlapped with backward) and the optimizer update.
-torch::Tensor train_step(ResNet& model, Lars& optimizer, dist::GradientSync& gradients, const torch::Tensor& images,
-                         const torch::Tensor& labels, double label_smoothing, double learning_rate) {
-  optimizer.zero_grad();
-  torch::Tensor loss = torch::nn::functional::cross_entropy(
-      model->forward(images), labels,
-      torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing));
-  loss.backward();
-  gradients.finish();
-  optimizer.step(learning_rate);
-  return loss;
-}
-
 // Wraps a loader batch as tensors on `device`: no copy on the CPU (the batch must outlive them), one
 // host-to-device copy otherwise.
 std::pair<torch::Tensor, torch::Tensor> as_tensors(data::ImageBatch& batch, int64_t image_size, torch::Device device) {
@@ -113,7 +99,8 @@ class ResNetWorkload : public WorkloadBase {
     const std::string prefix = lars_ ? "lars_opt_" : "sgd_opt_";
     description.hyperparameters = {
         {"global_batch_size", config_.integer("batch_size")},
-        {"gradient_accumulation_steps", 1},
+        {"gradient_accumulation_steps", step_settings_.accumulation_steps},
+        {"trainbench_precision", precision_name(step_settings_.precision)},
         {"opt_name", lars_ ? "lars" : "sgd"},
         {prefix + "base_learning_rate", config_.number("base_learning_rate")},
         {prefix + "end_learning_rate", config_.number("end_learning_rate")},
@@ -140,6 +127,7 @@ class ResNetWorkload : public WorkloadBase {
     model_->train();
     optimizer_.emplace(make_optimizer(model_, config_));
     gradients_.emplace(*communicator_, model_->parameters(), model_->buffers());  // rank 0's initial weights
+    loop_.emplace(config_, device_, model_->parameters(), &*gradients_);
     std::vector<std::string> initialized;
     for (const auto& parameter : model_->named_parameters()) initialized.push_back(mlperf_tensor_name(parameter.key()));
     return initialized;
@@ -176,26 +164,10 @@ class ResNetWorkload : public WorkloadBase {
     model_->train();
     const int64_t image_size = config_.integer("image_size");
     const double label_smoothing = config_.number("label_smoothing");
-    BlockReport report;
-    LossMeter losses(config_);
-    const RankWaitReport rank_wait(*gradients_, control);
-    for (int64_t epoch = static_cast<int64_t>(block.first_epoch_num);
-         epoch < static_cast<int64_t>(block.first_epoch_num + block.epoch_count); ++epoch) {
-      train_loader_->start_epoch(epoch);
-      while (auto batch = fetch_input(control, [&] { return train_loader_->next(); })) {
-        report.skipped_files += batch->skipped;
-        if (batch->size == 0) continue;
-        auto [images, labels] = as_tensors(*batch, image_size, device_);
-        const double loss_value =
-            train_step(model_, *optimizer_, *gradients_, images, labels, label_smoothing, schedule_.at(step_++))
-                .item<double>();
-        losses.add(loss_value, step_);
-        report.samples += batch->size;
-        control.step(batch->size, loss_value);
-      }
-    }
-    report.mean_loss = losses.mean();
-    return report;
+    return loop_->train_epochs(block, control, *train_loader_, [&](data::ImageBatch& batch, int64_t) {
+      auto [images, labels] = as_tensors(batch, image_size, device_);
+      return training_step(model_, *optimizer_, images, labels, label_smoothing, schedule_.at(loop_->updates()));
+    });
   }
 
   Metric evaluate(const Block& block, RunControl& control) override {
@@ -222,9 +194,9 @@ class ResNetWorkload : public WorkloadBase {
   ResNet model_{nullptr};
   std::optional<Lars> optimizer_;
   std::optional<dist::GradientSync> gradients_;
+  std::optional<TrainingLoop> loop_;
   std::optional<data::ImageLoader> train_loader_, eval_loader_;
   PolyWarmupSchedule schedule_;
-  int64_t step_ = 0;
 };
 
 void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
@@ -251,18 +223,20 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   model->train();
   Lars optimizer = make_optimizer(model, config);
   dist::GradientSync gradients(*communicator, model->parameters(), model->buffers());
+  TrainingLoop loop(config, device, model->parameters(), &gradients);
   // Training throughput: the full step (forward, loss, backward, gradient all-reduce, optimizer) on batches
   // already in memory, so the number is the compute and communication side alone.
   const auto images = torch::randn({batch_size, 3, image_size, image_size}, device);
   const auto labels = torch::randint(config.integer("num_classes"), {batch_size}, torch::TensorOptions(torch::kInt64).device(device));
   int64_t calls = 0;
-  const double step_time = run.median_step_seconds([&] {
+  const double step_time = run.training_step_seconds([&] {
     if (calls++ == bench_settings.warmup_steps) gradients.reset_stats();  // communication of the timed steps only
     // item() waits for the device, so the whole step is timed.
-    train_step(model, optimizer, gradients, images, labels, config.number("label_smoothing"), 0.01).item<double>();
+    loop.update(training_step(model, optimizer, images, labels, config.number("label_smoothing"), 0.01));
   });
   run.print_training(out, step_time, "img", 3.0 * 2.0 * static_cast<double>(model->forward_macs(image_size)),
                      std::to_string(image_size) + " px");
+  if (run.memory_only()) return;
   // The slowest rank sets the pace: report rank-averaged communication figures.
   std::vector<double> figures{gradients.stats().exposed_wait_seconds, gradients.stats().last_bucket_wait_seconds};
   communicator->sum(figures);

@@ -94,40 +94,89 @@ std::vector<std::string> RnntImpl::initialized_tensor_names() {
 
 namespace {
 
-// The lattice's log-probabilities in, its negative log-likelihood per utterance out; backward scales the
-// exact gradients the lattice computed in forward.
-class LatticeFunction : public torch::autograd::Function<LatticeFunction> {
+// The lattice's exact gradients for log P(blank) and log P(next token) of one batch, from its per-cell
+// log-probabilities; the losses per utterance.
+struct LatticeResult {
+  torch::Tensor losses, grad_blank, grad_label;  // (B) double; (B, T, U + 1) and (B, T, U) float, CPU
+};
+
+LatticeResult run_lattice(const torch::Tensor& log_blank, const torch::Tensor& log_label, const torch::Tensor& frame_counts,
+                          const torch::Tensor& token_counts) {
+  const torch::Tensor blank = log_blank.to(torch::kCPU, torch::kFloat).contiguous();
+  const torch::Tensor label = log_label.to(torch::kCPU, torch::kFloat).contiguous();
+  const torch::Tensor frames = frame_counts.to(torch::kCPU, torch::kLong).contiguous();
+  const torch::Tensor counts = token_counts.to(torch::kCPU, torch::kLong).contiguous();
+  const int64_t batch = blank.size(0), T = blank.size(1), width = blank.size(2), U = label.size(2);
+  LatticeResult result{torch::empty({batch}, torch::kDouble), torch::zeros_like(blank), torch::zeros_like(label)};
+  double* loss = result.losses.data_ptr<double>();
+  at::parallel_for(0, batch, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const speech::LatticeView lattice{frames.data_ptr<int64_t>()[b], counts.data_ptr<int64_t>()[b],
+                                        blank.data_ptr<float>() + b * T * width, width, label.data_ptr<float>() + b * T * U, U};
+      loss[b] = speech::rnnt_negative_log_likelihood(lattice, result.grad_blank.data_ptr<float>() + b * T * width,
+                                                     result.grad_label.data_ptr<float>() + b * T * U);
+    }
+  });
+  return result;
+}
+
+// The transducer loss with its log-softmax fused in: logits (B, T, U + 1, V) in, the loss per utterance out.
+// Forward keeps only log-sum-exp per cell (B, T, U + 1); backward writes d loss / d logits straight into one
+// tensor of the logits' shape: softmax x -(g_blank + g_label) per cell, plus g_blank at the blank and g_label
+// at the next token. So no second (B, T, U + 1, V) tensor lives next to the logits (a separate log_softmax
+// keeps its output, and select and gather each backpropagate a zero-filled one), and nothing of that size
+// leaves the logits' device: only the lattice's (B, T, U + 1) inputs go to the CPU. Utterances are taken one
+// at a time, so temporaries are (T, U + 1, V).
+torch::ScalarType compute_type(const torch::Tensor& logits) {
+  return logits.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+}
+
+class TransducerLossFunction : public torch::autograd::Function<TransducerLossFunction> {
  public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& log_blank,
-                               const torch::Tensor& log_label, const torch::Tensor& frame_counts,
-                               const torch::Tensor& token_counts) {
-    const torch::Tensor blank = log_blank.detach().to(torch::kCPU, torch::kFloat).contiguous();
-    const torch::Tensor label = log_label.detach().to(torch::kCPU, torch::kFloat).contiguous();
-    const torch::Tensor frames = frame_counts.to(torch::kCPU, torch::kLong).contiguous();
-    const torch::Tensor counts = token_counts.to(torch::kCPU, torch::kLong).contiguous();
-    const int64_t batch = blank.size(0), T = blank.size(1), width = blank.size(2), U = label.size(2);
-    torch::Tensor grad_blank = torch::zeros_like(blank), grad_label = torch::zeros_like(label);
-    torch::Tensor losses = torch::empty({batch}, torch::kDouble);
-    double* loss = losses.data_ptr<double>();
-    at::parallel_for(0, batch, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t b = begin; b < end; ++b) {
-        const speech::LatticeView lattice{frames.data_ptr<int64_t>()[b], counts.data_ptr<int64_t>()[b],
-                                          blank.data_ptr<float>() + b * T * width, width,
-                                          label.data_ptr<float>() + b * T * U, U};
-        loss[b] = speech::rnnt_negative_log_likelihood(lattice, grad_blank.data_ptr<float>() + b * T * width,
-                                                       grad_label.data_ptr<float>() + b * T * U);
-      }
-    });
-    context->save_for_backward({grad_blank.to(log_blank.device(), log_blank.scalar_type()),
-                                grad_label.to(log_label.device(), log_label.scalar_type())});
-    return losses.to(log_blank.device(), log_blank.scalar_type());
+  static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& logits,
+                               const torch::Tensor& tokens, const torch::Tensor& frame_counts,
+                               const torch::Tensor& token_counts, int64_t blank) {
+    torch::NoGradGuard no_grad;
+    const int64_t batch = logits.size(0), T = logits.size(1), U = logits.size(2) - 1;
+    const torch::Tensor next_tokens = tokens.slice(1, 0, U).to(logits.device(), torch::kLong);
+    // float (bf16 and fp16 logits too), or double for double logits
+    const auto float_options = logits.options().dtype(compute_type(logits));
+    torch::Tensor log_sum_exp = torch::empty({batch, T, U + 1}, float_options);
+    torch::Tensor log_blank = torch::empty({batch, T, U + 1}, float_options), log_label = torch::empty({batch, T, U}, float_options);
+    for (int64_t b = 0; b < batch; ++b) {
+      const torch::Tensor cells = logits[b].to(compute_type(logits));  // (T, U + 1, V): a view for float logits
+      log_sum_exp[b].copy_(cells.logsumexp(-1));
+      log_blank[b].copy_(cells.select(2, blank) - log_sum_exp[b]);
+      const torch::Tensor index = next_tokens[b].view({1, U, 1}).expand({T, U, 1});
+      log_label[b].copy_(cells.slice(1, 0, U).gather(2, index).squeeze(2) - log_sum_exp[b].slice(1, 0, U));
+    }
+    LatticeResult lattice = run_lattice(log_blank, log_label, frame_counts, token_counts);
+    context->save_for_backward({logits, log_sum_exp, lattice.grad_blank.to(logits.device(), compute_type(logits)),
+                                lattice.grad_label.to(logits.device(), compute_type(logits)), next_tokens});
+    context->saved_data["blank"] = blank;
+    return lattice.losses.to(logits.device(), compute_type(logits));
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* context,
                                                torch::autograd::tensor_list grad_outputs) {
+    torch::NoGradGuard no_grad;
     const auto saved = context->get_saved_variables();
-    const torch::Tensor scale = grad_outputs[0].view({-1, 1, 1});
-    return {saved[0] * scale, saved[1] * scale, torch::Tensor(), torch::Tensor()};
+    const torch::Tensor &logits = saved[0], &log_sum_exp = saved[1], &grad_blank = saved[2], &grad_label = saved[3],
+                        &next_tokens = saved[4];
+    const int64_t blank = context->saved_data["blank"].toInt();
+    const int64_t batch = logits.size(0), T = logits.size(1), U = logits.size(2) - 1;
+    const torch::Tensor scale = grad_outputs[0].to(compute_type(logits));
+    torch::Tensor grad_logits = torch::empty_like(logits, torch::MemoryFormat::Contiguous);
+    for (int64_t b = 0; b < batch; ++b) {
+      const torch::Tensor g_blank = grad_blank[b] * scale[b], g_label = grad_label[b] * scale[b];  // (T, U + 1), (T, U)
+      torch::Tensor per_cell = g_blank.clone();
+      per_cell.slice(1, 0, U).add_(g_label);
+      torch::Tensor grad = (logits[b].to(compute_type(logits)) - log_sum_exp[b].unsqueeze(2)).exp_().mul_(per_cell.neg().unsqueeze(2));
+      grad.select(2, blank).add_(g_blank);
+      grad.slice(1, 0, U).scatter_add_(2, next_tokens[b].view({1, U, 1}).expand({T, U, 1}), g_label.unsqueeze(2));
+      grad_logits[b].copy_(grad);
+    }
+    return {grad_logits, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -135,14 +184,7 @@ class LatticeFunction : public torch::autograd::Function<LatticeFunction> {
 
 torch::Tensor rnnt_loss(const torch::Tensor& logits, const torch::Tensor& tokens, const torch::Tensor& frame_counts,
                         const torch::Tensor& token_counts, int64_t blank) {
-  const torch::Tensor log_probs = torch::log_softmax(logits, -1);
-  const int64_t U = logits.size(2) - 1;
-  const torch::Tensor log_blank = log_probs.select(3, blank);  // (B, T, U + 1)
-  // log P(y[u] | t, u) for u < U: gather each utterance's next token along the vocabulary.
-  const torch::Tensor next_tokens = tokens.slice(1, 0, U).to(torch::kLong);
-  const torch::Tensor index = next_tokens.unsqueeze(1).unsqueeze(3).expand({logits.size(0), logits.size(1), U, 1});
-  const torch::Tensor log_label = log_probs.slice(2, 0, U).gather(3, index).squeeze(3);  // (B, T, U)
-  return LatticeFunction::apply(log_blank, log_label, frame_counts, token_counts);
+  return TransducerLossFunction::apply(logits, tokens, frame_counts, token_counts, blank);
 }
 
 torch::Tensor training_loss(Rnnt& model, const torch::Tensor& features, const torch::Tensor& frame_counts,
@@ -217,6 +259,22 @@ double RnntLrSchedule::at(int64_t step, int64_t epoch) const {
   else
     factor = std::pow(gamma, static_cast<double>(epoch - warmup_epochs - hold_epochs));
   return std::max(factor * base_lr, min_lr);
+}
+
+// One update: encoder, prediction network, joint and transducer loss per micro-batch, then LAMB at
+// `learning_rate` (and, given an EMA model, its update).
+TrainingStep training_step(Rnnt model, bert::Lamb& optimizer, torch::Tensor features, torch::Tensor frame_counts,
+                           torch::Tensor tokens, torch::Tensor token_counts, double learning_rate, Rnnt ema, double ema_decay) {
+  TrainingStep step;
+  step.samples = features.size(0);
+  step.loss = [=](const BatchSlice& slice) mutable {
+    return training_loss(model, slice.of(features), slice.of(frame_counts), slice.of(tokens), slice.of(token_counts));
+  };
+  step.update = [=, &optimizer]() mutable {
+    optimizer.step(learning_rate);
+    if (!ema.is_empty()) update_ema(ema, model, ema_decay);
+  };
+  return step;
 }
 
 }  // namespace trainbench::rnnt

@@ -8,6 +8,9 @@
 
 #include <torch/torch.h>
 
+#include "workloads/bert/lamb.h"
+#include "workloads/training_loop.h"
+
 namespace trainbench::rnnt {
 
 struct RnntOptions {
@@ -82,8 +85,9 @@ TORCH_MODULE(Rnnt);
 
 // The RNN-T loss (warp-transducer's RNNTLoss with log-softmax applied inside), per utterance: -log P(tokens |
 // features) over every alignment. logits (batch, T, U + 1, vocab + 1) with T >= max(frame_counts) and U >=
-// max(token_counts); tokens (batch, >= U). The lattice runs on the CPU (speech/transducer.h) with exact
-// gradients; autograd carries them back through the log-softmax.
+// max(token_counts); tokens (batch, >= U). The log-softmax is fused in: its backward writes the logits'
+// gradient directly, so the step holds no second tensor of the logits' size. The lattice runs on the CPU
+// (speech/transducer.h) with exact gradients, on (batch, T, U + 1) inputs; the logits stay where they are.
 torch::Tensor rnnt_loss(const torch::Tensor& logits, const torch::Tensor& tokens, const torch::Tensor& frame_counts,
                         const torch::Tensor& token_counts, int64_t blank);
 
@@ -112,5 +116,11 @@ struct RnntLrSchedule {
   double min_lr = 1e-5;
   double at(int64_t step, int64_t epoch) const;
 };
+
+// One update for the shared training loop: encoder, prediction network, joint and transducer loss (a mean
+// over utterances) per micro-batch, then LAMB at `learning_rate` and, given an EMA model, its update.
+TrainingStep training_step(Rnnt model, bert::Lamb& optimizer, torch::Tensor features, torch::Tensor frame_counts,
+                           torch::Tensor tokens, torch::Tensor token_counts, double learning_rate, Rnnt ema = nullptr,
+                           double ema_decay = 0);
 
 }  // namespace trainbench::rnnt

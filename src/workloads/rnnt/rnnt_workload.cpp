@@ -82,7 +82,8 @@ class RnntWorkload : public WorkloadBase {
     const speech::FeatureOptions features;
     description.hyperparameters = {
         {"global_batch_size", config_.integer("batch_size")},
-        {"gradient_accumulation_steps", 1},
+        {"gradient_accumulation_steps", step_settings_.accumulation_steps},
+        {"trainbench_precision", precision_name(step_settings_.precision)},
         {"opt_name", "lamb"},
         {"opt_base_learning_rate", config_.number("learning_rate")},
         {"opt_lamb_epsilon", config_.number("epsilon")},
@@ -127,6 +128,7 @@ class RnntWorkload : public WorkloadBase {
     ema_->eval();
     const std::vector<torch::Tensor> parameters = model_->parameters();
     optimizer_.emplace(parameters, lamb_options(config_));
+    loop_.emplace(config_, device_, parameters, &*gradients_);
     return RnntImpl::initialized_tensor_names();
   }
 
@@ -181,39 +183,24 @@ class RnntWorkload : public WorkloadBase {
 
   BlockReport train(const Block& block, RunControl& control) override {
     model_->train();
-    BlockReport report;
-    LossMeter losses(config_);
-    const RankWaitReport rank_wait(*gradients_, control);
+    loop_->begin_block(control);
     const double ema = config_.number("ema");
     for (int64_t epoch = static_cast<int64_t>(block.first_epoch_num);
          epoch < static_cast<int64_t>(block.first_epoch_num + block.epoch_count); ++epoch) {
-      fetch_input(control, [&] {  // the bucketing sampler runs on this thread
+      loop_->fetch([&] {  // the bucketing sampler runs on this thread
         train_loader_->start(speech::rank_share(speech::bucketing_batches(durations_, static_cast<int>(config_.integer("num_buckets")),
                                                                             config_.integer("batch_size"),
                                                                             static_cast<uint64_t>(settings_.seed), epoch),
                                                 communicator_->rank(), communicator_->world()),
                              epoch);
       });
-      while (true) {
-        std::optional<speech::SpeechBatch> batch = fetch_input(control, [&] { return train_loader_->next(); });
-        if (!batch) break;
-        ++step_;
+      while (std::optional<speech::SpeechBatch> batch = loop_->fetch([&] { return train_loader_->next(); })) {
         const BatchTensors tensors = as_tensors(*batch, device_);
-        optimizer_->zero_grad();
-        const torch::Tensor loss =
-            training_loss(model_, tensors.features, tensors.frame_counts, tensors.tokens, tensors.token_counts);
-        loss.backward();
-        gradients_->finish();
-        optimizer_->step(schedule_.at(step_, epoch));
-        update_ema(ema_, model_, ema);
-        const double value = loss.item<double>();
-        losses.add(value, step_);
-        report.samples += batch->size;
-        control.step(batch->size, value);
+        loop_->train(training_step(model_, *optimizer_, tensors.features, tensors.frame_counts, tensors.tokens,
+                                   tensors.token_counts, schedule_.at(loop_->updates() + 1, epoch), ema_, ema));
       }
     }
-    report.mean_loss = losses.mean();
-    return report;
+    return loop_->end_block();
   }
 
   Metric evaluate(const Block&, RunControl& control) override {
@@ -242,13 +229,13 @@ class RnntWorkload : public WorkloadBase {
   Rnnt model_{nullptr}, ema_{nullptr};
   std::optional<dist::GradientSync> gradients_;
   std::optional<bert::Lamb> optimizer_;
+  std::optional<TrainingLoop> loop_;
   std::optional<speech::Tokenizer> tokenizer_;
   std::optional<speech::SpeechLoader> train_loader_, eval_loader_;
   std::vector<double> durations_;
   std::vector<std::string> references_;
   RnntLrSchedule schedule_;
   int64_t steps_per_epoch_ = 0;
-  int64_t step_ = 0;
 };
 
 void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
@@ -315,18 +302,14 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   const torch::Tensor frame_counts = torch::full({batch}, frames, long_options);
   const torch::Tensor tokens = torch::randint(config.integer("vocab_size"), {batch, token_count}, long_options);
   const torch::Tensor token_counts = torch::full({batch}, token_count, long_options);
-  const double step_time = run.median_step_seconds([&] {
-    optimizer.zero_grad();
-    const torch::Tensor loss = training_loss(model, features, frame_counts, tokens, token_counts);
-    loss.backward();
-    gradients.finish();
-    optimizer.step(1e-3);
-    loss.item<double>();
-  });
+  TrainingLoop loop(config, run.device, parameters, &gradients);
+  const double step_time = run.training_step_seconds(
+      [&] { loop.update(training_step(model, optimizer, features, frame_counts, tokens, token_counts, 1e-3)); });
   char details[160];
   std::snprintf(details, sizeof details, "%.1f s utterances, %lld tokens", seconds, static_cast<long long>(token_count));
   // Backward costs about twice the forward: 3 x forward, 2 FLOPs per multiply-accumulate.
   run.print_training(out, step_time, "utt", 6.0 * static_cast<double>(model->forward_macs(frames, token_count)), details);
+  if (run.memory_only()) return;
 
   // The loss alone: lattice forward-backward plus log-softmax, on logits of this batch's shape.
   const int64_t steps = (frames + model->options().stack_time_factor() - 1) / model->options().stack_time_factor();

@@ -294,4 +294,20 @@ ImageDetections decode(const torch::Tensor& locations, const torch::Tensor& scor
   return {all_boxes.index_select(0, keep), all_labels.index_select(0, keep), all_scores.index_select(0, keep)};
 }
 
+// One update: forward and the reference loss per micro-batch, then the SGD update at `learning_rate`.
+TrainingStep training_step(Ssd model, torch::optim::SGD& optimizer, torch::Tensor images, torch::Tensor matched_boxes,
+                           torch::Tensor matched_labels, double learning_rate) {
+  TrainingStep step;
+  step.samples = images.size(0);
+  step.loss = [=](const BatchSlice& slice) mutable {
+    const auto [locations, scores] = model->forward(slice.of(images));
+    return ssd_loss(locations, scores, slice.of(matched_boxes), slice.of(matched_labels), model->default_boxes_xywh());
+  };
+  step.update = [&optimizer, learning_rate] {
+    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(learning_rate);
+    optimizer.step();
+  };
+  return step;
+}
+
 }  // namespace trainbench::ssd

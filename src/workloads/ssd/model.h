@@ -10,6 +10,7 @@
 
 #include "detection/box_ops.h"
 #include "detection/default_boxes.h"
+#include "workloads/training_loop.h"
 
 namespace trainbench::ssd {
 
@@ -119,5 +120,10 @@ struct ImageDetections {
 // all classes. locations (4, B), scores (C, B).
 ImageDetections decode(const torch::Tensor& locations, const torch::Tensor& scores, const torch::Tensor& default_xywh,
                        const DecodeOptions& options);
+
+// One update for the shared training loop: forward and the reference loss per micro-batch (a mean over
+// images of each image's loss over its matched boxes), then the SGD update at `learning_rate`.
+TrainingStep training_step(Ssd model, torch::optim::SGD& optimizer, torch::Tensor images, torch::Tensor matched_boxes,
+                           torch::Tensor matched_labels, double learning_rate);
 
 }  // namespace trainbench::ssd

@@ -116,19 +116,6 @@ torch::Tensor batch_images(detection::DetectionBatch& batch, int64_t image_size,
   return torch::from_blob(batch.images.data(), {batch.size, 3, image_size, image_size}, torch::kFloat32).to(device);
 }
 
-// Forward, the reference loss, backward, gradient averaging over the ranks and the SGD update.
-torch::Tensor train_step(Ssd& model, torch::optim::SGD& optimizer, dist::GradientSync& gradients, const torch::Tensor& images,
-                         const torch::Tensor& matched_boxes, const torch::Tensor& matched_labels, double learning_rate) {
-  for (auto& group : optimizer.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(learning_rate);
-  optimizer.zero_grad();
-  const auto [locations, scores] = model->forward(images);
-  torch::Tensor loss = ssd_loss(locations, scores, matched_boxes, matched_labels, model->default_boxes_xywh());
-  loss.backward();
-  gradients.finish();
-  optimizer.step();
-  return loss;
-}
-
 class SsdWorkload : public WorkloadBase {
  public:
   explicit SsdWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {}
@@ -140,7 +127,8 @@ class SsdWorkload : public WorkloadBase {
     description.schedule.max_epochs = static_cast<double>(config_.integer("max_epochs"));
     description.hyperparameters = {
         {"global_batch_size", config_.integer("batch_size")},
-        {"gradient_accumulation_steps", 1},
+        {"gradient_accumulation_steps", step_settings_.accumulation_steps},
+        {"trainbench_precision", precision_name(step_settings_.precision)},
         {"opt_base_learning_rate", base_learning_rate(config_)},
         {"opt_weight_decay", config_.number("weight_decay")},
         {"opt_learning_rate_warmup_factor", config_.integer("warmup_factor")},
@@ -167,6 +155,7 @@ class SsdWorkload : public WorkloadBase {
     model_->train();
     optimizer_.emplace(make_optimizer(model_, config_));
     gradients_.emplace(*communicator_, model_->parameters(), model_->buffers());
+    loop_.emplace(config_, device_, model_->parameters(), &*gradients_);
     return model_->mlperf_tensor_names();
   }
 
@@ -217,26 +206,11 @@ class SsdWorkload : public WorkloadBase {
   BlockReport train(const Block& block, RunControl& control) override {
     model_->train();
     const int64_t image_size = config_.integer("image_size");
-    BlockReport report;
-    LossMeter losses(config_);
-    const RankWaitReport rank_wait(*gradients_, control);
-    for (int64_t epoch = static_cast<int64_t>(block.first_epoch_num);
-         epoch < static_cast<int64_t>(block.first_epoch_num + block.epoch_count); ++epoch) {
-      train_loader_->start_epoch(epoch);
-      while (auto batch = fetch_input(control, [&] { return train_loader_->next(); })) {
-        if (batch->size == 0) continue;
-        const auto images = batch_images(*batch, image_size, device_);
-        const auto [boxes, labels] = batch_targets(model_, *batch);
-        const double loss_value =
-            train_step(model_, *optimizer_, *gradients_, images, boxes, labels, learning_rate(step_, epoch)).item<double>();
-        ++step_;
-        losses.add(loss_value, step_);
-        report.samples += batch->size;
-        control.step(batch->size, loss_value);
-      }
-    }
-    report.mean_loss = losses.mean();
-    return report;
+    return loop_->train_epochs(block, control, *train_loader_, [&](detection::DetectionBatch& batch, int64_t epoch) {
+      const auto [boxes, labels] = batch_targets(model_, batch);
+      return training_step(model_, *optimizer_, batch_images(batch, image_size, device_), boxes, labels,
+                           learning_rate(loop_->updates(), epoch));
+    });
   }
 
   Metric evaluate(const Block& block, RunControl& control) override {
@@ -295,13 +269,13 @@ class SsdWorkload : public WorkloadBase {
   Ssd model_{nullptr};
   std::optional<torch::optim::SGD> optimizer_;
   std::optional<dist::GradientSync> gradients_;
+  std::optional<TrainingLoop> loop_;
   std::optional<detection::DetectionLoader> train_loader_, eval_loader_;
   std::optional<coco::Evaluator> evaluator_;
   std::vector<int64_t> category_ids_;
   std::unordered_map<int64_t, int64_t> val_index_;  // image id -> position among the evaluated images
   int64_t val_samples_ = 0;
   int64_t warmup_steps_ = 0;
-  int64_t step_ = 0;
 };
 
 void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
@@ -313,6 +287,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   model->train();
   auto optimizer = make_optimizer(model, config);
   dist::GradientSync gradients(*run.communicator, model->parameters(), model->buffers());
+  TrainingLoop loop(config, run.device, model->parameters(), &gradients);
   // Training throughput: the whole step (matching, forward, loss, backward, all-reduce, update) on a batch in
   // memory with three objects per image, so the number is the compute side alone.
   detection::DetectionBatch batch;
@@ -330,13 +305,13 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
     batch.object_offsets.push_back(static_cast<int64_t>(batch.labels.size()));
   }
   const auto images = batch_images(batch, image_size, run.device);
-  const double step_time = run.median_step_seconds([&] {
+  const double step_time = run.training_step_seconds([&] {
     const auto [boxes, labels] = batch_targets(model, batch);
-    train_step(model, optimizer, gradients, images, boxes, labels, 1e-3).item<double>();
+    loop.update(training_step(model, optimizer, images, boxes, labels, 1e-3));
   });
   run.print_training(out, step_time, "img", 3.0 * 2.0 * static_cast<double>(model->forward_macs()),
                      std::to_string(image_size) + " px");
-  if (run.communicator->world() > 1) return;  // the data pipeline is measured per process
+  if (run.memory_only() || run.communicator->world() > 1) return;  // the data pipeline is measured per process
   if (settings.data_dir.empty()) {
     out << "data pipeline   skipped (no dataset: pass --data)\n";
     return;

@@ -192,15 +192,16 @@ double LearningRateSchedule::at_epoch(int64_t epoch) const {
   return rate;
 }
 
-torch::Tensor train_step(Unet3d& model, torch::optim::SGD& optimizer, dist::GradientSync& gradients,
-                         const torch::Tensor& images, const torch::Tensor& labels, double learning_rate) {
-  for (auto& group : optimizer.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(learning_rate);
-  optimizer.zero_grad();
-  torch::Tensor loss = dice_ce_loss(model->forward(images), labels);
-  loss.backward();
-  gradients.finish();
-  optimizer.step();
-  return loss.detach();
+TrainingStep training_step(Unet3d model, torch::optim::SGD& optimizer, torch::Tensor images, torch::Tensor labels,
+                           double learning_rate) {
+  TrainingStep step;
+  step.samples = images.size(0);
+  step.loss = [=](const BatchSlice& slice) mutable { return dice_ce_loss(model->forward(slice.of(images)), slice.of(labels)); };
+  step.update = [&optimizer, learning_rate] {
+    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(learning_rate);
+    optimizer.step();
+  };
+  return step;
 }
 
 }  // namespace trainbench::unet3d

@@ -13,7 +13,7 @@
 
 #include <torch/torch.h>
 
-#include "dist/gradient_sync.h"
+#include "workloads/training_loop.h"
 
 namespace trainbench::unet3d {
 
@@ -95,10 +95,10 @@ struct LearningRateSchedule {
   double at_epoch(int64_t epoch) const;
 };
 
-// One training step: forward, Dice+CE loss, backward, gradients averaged over the ranks (overlapped with
-// backward), SGD (Nesterov momentum, as the reference's torch.optim.SGD(nesterov=True)) at `learning_rate`.
-// labels: (N, D, H, W) int64. Returns the loss.
-torch::Tensor train_step(Unet3d& model, torch::optim::SGD& optimizer, dist::GradientSync& gradients,
-                         const torch::Tensor& images, const torch::Tensor& labels, double learning_rate);
+// One update for the shared training loop: forward and Dice+CE loss per micro-batch, then SGD (Nesterov
+// momentum, as the reference's torch.optim.SGD(nesterov=True)) at `learning_rate`.
+// labels: (N, D, H, W) int64.
+TrainingStep training_step(Unet3d model, torch::optim::SGD& optimizer, torch::Tensor images, torch::Tensor labels,
+                           double learning_rate);
 
 }  // namespace trainbench::unet3d

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -20,6 +19,7 @@
 #include "medical/patches.h"
 #include "medical/phantoms.h"
 #include "util/error.h"
+#include "util/process_memory.h"
 #include "workloads/common.h"
 #include "workloads/unet3d/model.h"
 
@@ -160,7 +160,8 @@ class Unet3dWorkload : public WorkloadBase {
     const std::vector<int64_t> patch = config_.integers("patch");
     description.hyperparameters = {
         {"global_batch_size", config_.integer("batch_size")},
-        {"gradient_accumulation_steps", 1},
+        {"gradient_accumulation_steps", step_settings_.accumulation_steps},
+        {"trainbench_precision", precision_name(step_settings_.precision)},
         {"opt_name", "nag"},
         {"opt_base_learning_rate", config_.number("learning_rate")},
         {"opt_learning_rate_warmup_epochs", config_.integer("warmup_epochs")},
@@ -185,6 +186,7 @@ class Unet3dWorkload : public WorkloadBase {
     model_->train();
     optimizer_.emplace(make_optimizer(model_, config_));
     gradients_.emplace(*communicator_, model_->parameters(), std::vector<torch::Tensor>{});
+    loop_.emplace(config_, device_, model_->parameters(), &*gradients_);
     schedule_ = lr_schedule(config_);
     patch_options_.patch = shape3(config_, "patch");
     patch_options_.oversampling = config_.number("oversampling");
@@ -214,28 +216,21 @@ class Unet3dWorkload : public WorkloadBase {
 
   BlockReport train(const Block& block, RunControl& control) override {
     model_->train();
-    const int64_t global_batch = config_.integer("batch_size");
-    const int64_t steps_per_epoch = samples_per_epoch_ / global_batch;
+    const int64_t steps_per_epoch = samples_per_epoch_ / config_.integer("batch_size");
     const auto first_epoch = static_cast<int64_t>(block.first_epoch_num);
     const int64_t last_epoch = first_epoch + static_cast<int64_t>(block.epoch_count) - 1;
-    BlockReport report;
-    LossMeter losses(config_);
-    const RankWaitReport rank_wait(*gradients_, control);
+    loop_->begin_block(control);
     for (int64_t epoch = first_epoch; epoch <= last_epoch; ++epoch) {
       const double learning_rate = schedule_.at_epoch(epoch);
       for (int64_t step_in_epoch = 0; step_in_epoch < steps_per_epoch; ++step_in_epoch) {
         const int64_t step = (epoch - 1) * steps_per_epoch + step_in_epoch;
-        Batch batch = fetch_input(control, [&] { return next_batch(step); });
+        Batch batch = loop_->fetch([&] { return next_batch(step); });
         prefetch(step + 1);
         const auto [images, labels] = as_tensors(batch, patch_options_.patch, device_);
-        const double loss = train_step(model_, *optimizer_, *gradients_, images, labels, learning_rate).item<double>();
-        losses.add(loss, step);
-        report.samples += batch.size;
-        control.step(batch.size, loss);
+        loop_->train(training_step(model_, *optimizer_, images, labels, learning_rate));
       }
     }
-    report.mean_loss = losses.mean();
-    return report;
+    return loop_->end_block();
   }
 
   Metric evaluate(const Block&, RunControl& control) override {
@@ -307,6 +302,7 @@ class Unet3dWorkload : public WorkloadBase {
   Unet3d model_{nullptr};
   std::optional<torch::optim::SGD> optimizer_;
   std::optional<dist::GradientSync> gradients_;
+  std::optional<TrainingLoop> loop_;
   LearningRateSchedule schedule_;
   medical::PatchOptions patch_options_;
   std::deque<TrainingCase> train_cases_;  // a deque: TrainingCase does not move
@@ -338,15 +334,36 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
   prepare_dataset(config, raw, out_dir);
 }
 
-// Peak resident memory since the last reset_peak_memory(), from /proc (VmHWM).
-int64_t peak_memory_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  return 0;
+// Evaluation: sliding-window inference over one case of the preset's bench_eval_shape (a real KiTS19 case
+// after resampling is about 128x256x256), its seconds and the peak memory it added. It runs before the
+// training steps: trainbench keeps freed memory for reuse (util/allocator.h), so after a training step the
+// evaluation would reuse the step's pages and its own peak would not show.
+void bench_evaluation(Unet3d& model, const Config& config, const medical::Shape3& patch, torch::Device device,
+                      std::ostream& out) {
+  const std::vector<int64_t> patch_list(patch.begin(), patch.end());
+  const medical::Shape3 eval_shape = shape3(config, "bench_eval_shape");
+  const auto volume = torch::randn({eval_shape[0], eval_shape[1], eval_shape[2]}, device);
+  const auto volume_labels =
+      torch::randint(3, {eval_shape[0], eval_shape[1], eval_shape[2]}, torch::TensorOptions(torch::kUInt8).device(device));
+  model->eval();
+  const int64_t windows = static_cast<int64_t>(
+      medical::plan_sliding_windows(eval_shape, patch, config.number("validation_overlap")).origins.size());
+  reset_peak_resident();
+  const int64_t before = peak_resident_bytes();
+  const auto start = std::chrono::steady_clock::now();
+  const auto prediction = sliding_window_inference(model, volume, volume_labels, patch_list, config.number("validation_overlap"),
+                                                   kEvalPadding, config.integer("eval_window_batch"));
+  dice_scores(prediction.logits, prediction.labels).sum().item<double>();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double added_mib = static_cast<double>(peak_resident_bytes() - before) / (1024.0 * 1024.0);
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "evaluation    %.2f s/case  (%lldx%lldx%lld case, %lld windows, %lld at a time, peak memory +%.0f MiB)\n",
+                seconds, static_cast<long long>(eval_shape[0]), static_cast<long long>(eval_shape[1]),
+                static_cast<long long>(eval_shape[2]), static_cast<long long>(windows),
+                static_cast<long long>(config.integer("eval_window_batch")), added_mib);
+  out << line;
 }
-void reset_peak_memory() { std::ofstream("/proc/self/clear_refs") << "5"; }  // Linux: resets VmHWM to the current RSS
 
 void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
   const Config& config = settings.config;
@@ -358,40 +375,15 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   model->to(device);
   auto optimizer = make_optimizer(model, config);
   dist::GradientSync gradients(*run.communicator, model->parameters(), {});
-  // Evaluation: sliding-window inference over one case of the preset's bench_eval_shape (a real KiTS19 case
-  // after resampling is about 128x256x256), its seconds and the peak memory it added. It runs before the
-  // training steps: trainbench keeps freed memory for reuse (util/allocator.h), so after a training step
-  // the evaluation would reuse the step's pages and its own peak would not show.
-  const medical::Shape3 eval_shape = shape3(config, "bench_eval_shape");
-  const auto volume = torch::randn({eval_shape[0], eval_shape[1], eval_shape[2]}, device);
-  const auto volume_labels =
-      torch::randint(3, {eval_shape[0], eval_shape[1], eval_shape[2]}, torch::TensorOptions(torch::kUInt8).device(device));
-  model->eval();
-  const int64_t windows = static_cast<int64_t>(
-      medical::plan_sliding_windows(eval_shape, patch, config.number("validation_overlap")).origins.size());
-  reset_peak_memory();
-  const int64_t before = peak_memory_bytes();
-  const auto start = std::chrono::steady_clock::now();
-  const auto prediction = sliding_window_inference(model, volume, volume_labels, patch_list, config.number("validation_overlap"),
-                                                   kEvalPadding, config.integer("eval_window_batch"));
-  dice_scores(prediction.logits, prediction.labels).sum().item<double>();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double added_mib = static_cast<double>(peak_memory_bytes() - before) / (1024.0 * 1024.0);
-  char line[256];
-  std::snprintf(line, sizeof(line),
-                "evaluation    %.2f s/case  (%lldx%lldx%lld case, %lld windows, %lld at a time, peak memory +%.0f MiB)\n",
-                seconds, static_cast<long long>(eval_shape[0]), static_cast<long long>(eval_shape[1]),
-                static_cast<long long>(eval_shape[2]), static_cast<long long>(windows),
-                static_cast<long long>(config.integer("eval_window_batch")), added_mib);
-  out << line;
+  if (!run.memory_only()) bench_evaluation(model, config, patch, device, out);
 
   model->train();
   // Training throughput: the full step on a batch already in memory (normalised-CT-like values, random labels).
   const auto images = torch::randn({run.local_batch, 1, patch[0], patch[1], patch[2]}, device);
   const auto labels = torch::randint(3, {run.local_batch, patch[0], patch[1], patch[2]},
                                      torch::TensorOptions(torch::kInt64).device(device));
-  const double step_time = run.median_step_seconds(
-      [&] { train_step(model, optimizer, gradients, images, labels, 1e-4).item<double>(); });
+  TrainingLoop loop(config, device, model->parameters(), &gradients);
+  const double step_time = run.training_step_seconds([&] { loop.update(training_step(model, optimizer, images, labels, 1e-4)); });
   run.print_training(out, step_time, "samples", 3.0 * 2.0 * static_cast<double>(model->forward_macs(patch_list)),
                      "patch " + std::to_string(patch[0]) + "x" + std::to_string(patch[1]) + "x" + std::to_string(patch[2]));
 }

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include "support/accumulation.h"
 #include "workloads/bert/dense.h"
 #include "workloads/bert/lamb.h"
+#include "workloads/bert/pretraining.h"
 
 namespace trainbench::bert {
 namespace {
@@ -193,6 +195,36 @@ TEST(BertLamb, ScheduleWarmsUpLinearlyThenDecaysPolynomiallyToZero) {
   EXPECT_DOUBLE_EQ(schedule.at(2000), 0);
   const BertLrSchedule no_warmup{0.00035, 0, 0, 7100, 1.0};
   EXPECT_DOUBLE_EQ(no_warmup.at(0), 0.00035);
+}
+
+// The masked-LM loss is a mean over predictions: with as many predictions in every sample, K micro-batches
+// weighted by their samples give the full batch's gradient (NVIDIA divides each by the steps: the same).
+TEST(BertModel, AccumulatedMicroBatchesGiveTheFullBatchsGradient) {
+  torch::manual_seed(9);
+  BertForPreTraining model(BertOptions().vocab_size(50).hidden(8).layers(1).heads(2).intermediate(8).max_positions(16).dropout(0));
+  model->to(torch::kFloat64);
+  model->train();
+  std::vector<std::pair<std::string, torch::Tensor>> parameters;
+  for (const auto& item : model->named_parameters()) parameters.emplace_back(item.key(), item.value());
+  Lamb lamb(parameters, LambOptions());
+  data::BertSamples samples;
+  samples.seq_length = 8;
+  samples.max_predictions = 2;
+  for (int n = 0; n < 4; ++n) {
+    for (int i = 0; i < 8; ++i) {
+      samples.input_ids.push_back(5 + (7 * n + 3 * i) % 40);
+      samples.segment_ids.push_back(static_cast<int8_t>(i >= 4));
+      samples.input_mask.push_back(static_cast<int8_t>(i < 7));
+    }
+    samples.masked_lm_positions.insert(samples.masked_lm_positions.end(), {1 + n % 3, 5});
+    samples.masked_lm_ids.insert(samples.masked_lm_ids.end(), {10 + n, 20 + n});
+    samples.next_sentence_labels.push_back(static_cast<int8_t>(n % 2));
+  }
+  const PretrainingBatch batch = make_batch(samples, torch::kCPU);
+  const PretrainingBatch middle = batch.rows({1, 2, 4});
+  EXPECT_TRUE(torch::equal(middle.masked_positions, torch::tensor({2, 5, 8 + 3, 8 + 5}, torch::kLong)));
+  EXPECT_EQ(middle.masked_offsets, (std::vector<int64_t>{0, 2, 4}));
+  testing::expect_accumulation_matches_full_batch(*model, [&] { return training_step(model, lamb, batch, 1e-3); });
 }
 
 }  // namespace

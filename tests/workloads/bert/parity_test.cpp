@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "support/accumulation.h"
 #include "util/error.h"
 #include "workloads/bert/pretraining.h"
 
@@ -88,14 +89,14 @@ TEST(BertParity, TwoLambStepsMatchAnIndependentPyTorchImplementation) {
   for (const auto& item : model->named_parameters()) parameters.emplace_back(item.key(), item.value());
   Lamb lamb(parameters, LambOptions().beta1(beta1).beta2(beta2).epsilon(eps).weight_decay(weight_decay).max_grad_norm(max_grad_norm));
   model->train();
-  const auto single_process = dist::Communicator::connect(dist::RankEnvironment{});
-  dist::GradientSync gradients(*single_process, model->parameters(), model->buffers());
+  const Config step_config = testing::step_config(1);
+  TrainingLoop loop(step_config, torch::kCPU, model->parameters(), nullptr);
   for (int step = 0; step < 2; ++step) {
     if (step == 0) {
       const BertOutputs outputs = model->forward(batch.input_ids, batch.segment_ids, batch.input_mask, batch.masked_positions);
       EXPECT_TRUE(torch::allclose(model->masked_lm_logits(outputs.masked_lm_features).detach(), reference("mlm_logits0"), 1e-9, 1e-10));
     }
-    const double loss = train_step(model, lamb, gradients, batch, lr).item<double>();
+    const double loss = loop.update(training_step(model, lamb, batch, lr));
     EXPECT_NEAR(loss, reference("loss" + std::to_string(step)).item<double>(), 1e-10) << "step " << step;
   }
   EXPECT_GT(lamb.last_gradient_norm(), max_grad_norm) << "clipping was not exercised";

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "support/accumulation.h"
+
 namespace trainbench::dlrm {
 namespace {
 
@@ -51,7 +53,9 @@ TEST(DlrmModel, SparseUpdateTouchesOnlyTheLookedUpRowsInPlaceWithoutATableSizedG
   const auto single_process = dist::Communicator::connect(dist::RankEnvironment{});
   dist::GradientSync mlp_gradients(*single_process, model->mlp_parameters(), {});
   DataParallel parallel{*single_process, mlp_gradients};
-  for (int step = 0; step < 3; ++step) train_step(model, parallel, dense, sparse, labels, 0.5);
+  const Config step_config = testing::step_config(1);
+  TrainingLoop loop(step_config, torch::kCPU, model->mlp_parameters(), &mlp_gradients);
+  for (int step = 0; step < 3; ++step) loop.update(training_step(model, parallel, loop, dense, sparse, labels, 0.5));
   EXPECT_LT(peak_rss_bytes() - rss_before, table_bytes / 4) << "a table-sized buffer was allocated";
 
   EXPECT_EQ(model->embeddings.data_ptr(), storage);  // updated in place
@@ -75,6 +79,40 @@ TEST(DlrmLrSchedule, WarmupHoldPolynomialDecayAndFloorLikeTheReference) {
   for (size_t step = 0; step < expected.size(); ++step) EXPECT_DOUBLE_EQ(schedule.at(step), expected[step]) << step;
   EXPECT_DOUBLE_EQ((DlrmLrSchedule{1.0, 0, 0, 0}.at(100)), 1.0);
   EXPECT_DOUBLE_EQ((DlrmLrSchedule{1e-3, 0, 0, 100000}.at(99998)), 1e-7);  // floored
+}
+
+// BCE is a mean over samples: K micro-batches give the MLPs' full-batch gradient, and the update applies every
+// micro-batch's looked-up rows as one full-batch step does.
+TEST(DlrmModel, AccumulatedMicroBatchesGiveTheFullBatchsGradientAndUpdate) {
+  torch::manual_seed(10);
+  const auto make_model = [] {
+    torch::manual_seed(11);
+    Dlrm model(DlrmOptions(std::vector<int64_t>(26, 10)).embedding_dim(8).bottom_mlp({16, 8}).top_mlp({32, 1}));
+    for (auto& parameter : model->parameters()) parameter.set_data(parameter.to(torch::kFloat64));  // not the index buffers
+    return model;
+  };
+  const auto dense = torch::rand({8, 13}, torch::kFloat64);
+  const auto sparse = torch::randint(10, {8, 26}, torch::kInt64);
+  const auto labels = torch::randint(2, {8}).to(torch::kFloat64);
+  const auto single_process = dist::Communicator::connect(dist::RankEnvironment{});
+  Dlrm model = make_model();
+  dist::GradientSync mlp_gradients(*single_process, model->mlp_parameters(), {});
+  DataParallel parallel{*single_process, mlp_gradients};
+  const Config one = testing::step_config(1);
+  TrainingLoop loop(one, torch::kCPU, model->mlp_parameters(), nullptr);
+  testing::expect_accumulation_matches_full_batch(
+      *model, [&] { return training_step(model, parallel, loop, dense, sparse, labels, 0.5); });
+
+  std::vector<torch::Tensor> tables;
+  for (const int64_t steps : {1, 4}) {
+    Dlrm trained = make_model();
+    const Config config = testing::step_config(steps);
+    TrainingLoop steps_loop(config, torch::kCPU, trained->mlp_parameters(), nullptr);
+    steps_loop.update(training_step(trained, parallel, steps_loop, dense, sparse, labels, 0.5));
+    tables.push_back(trained->embeddings.clone());
+  }
+  EXPECT_TRUE(torch::allclose(tables[1], tables[0], 1e-10, 1e-12));
+  EXPECT_FALSE(torch::equal(tables[0], make_model()->embeddings)) << "the update moved no row";
 }
 
 }  // namespace

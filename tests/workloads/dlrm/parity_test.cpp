@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "support/accumulation.h"
 #include "support/torch_pickle.h"
 #include "workloads/dlrm/model.h"
 
@@ -61,12 +62,14 @@ TEST(DlrmParity, TwoSgdStepsMatchAnIndependentPyTorchImplementation) {
   const auto single_process = dist::Communicator::connect(dist::RankEnvironment{});
   dist::GradientSync mlp_gradients(*single_process, model->mlp_parameters(), {});
   DataParallel parallel{*single_process, mlp_gradients};
+  const Config step_config = testing::step_config(1);
+  TrainingLoop loop(step_config, torch::kCPU, model->mlp_parameters(), &mlp_gradients);
   for (int step = 0; step < 2; ++step) {
     if (step == 0) {
       torch::NoGradGuard no_grad;
       EXPECT_TRUE(torch::allclose(torch::sigmoid(model->forward(dense, sparse)), reference("probabilities0"), 1e-5, 1e-6));
     }
-    const double loss = train_step(model, parallel, dense, sparse, labels, lr).item<double>();
+    const double loss = loop.update(training_step(model, parallel, loop, dense, sparse, labels, lr));
     EXPECT_NEAR(loss, reference("loss" + std::to_string(step)).item<double>(), 1e-5) << "step " << step;
   }
   int compared = 0;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "support/accumulation.h"
 #include "support/quality_gate.h"
 #include "support/torch_pickle.h"
 #include "workloads/minigo/model.h"
@@ -56,6 +57,8 @@ TEST(MinigoParity, TwoMomentumStepsMatchAnIndependentPyTorchImplementation) {
   net->train();
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.0).momentum(momentum));
   const auto input = planes.to(torch::kFloat32);
+  const Config step_config = testing::step_config(1);
+  TrainingLoop loop(step_config, torch::kCPU, net->parameters(), nullptr);
   for (int64_t step = 0; step < 2; ++step) {
     if (step == 0) {
       const MinigoOutput out = net->forward(input);
@@ -65,8 +68,8 @@ TEST(MinigoParity, TwoMomentumStepsMatchAnIndependentPyTorchImplementation) {
       torch::NoGradGuard no_grad;
       for (auto& item : net->named_buffers()) item.value().copy_(inputs.at("state." + item.key()));
     }
-    const MinigoLoss loss = train_step(net, optimizer, schedule.at(step), input, pi, outcome, value_weight, l2);
-    EXPECT_NEAR(loss.total.item<double>(), reference("loss" + std::to_string(step)).item<double>(), 1e-4) << "step " << step;
+    const double loss = loop.update(training_step(net, optimizer, schedule.at(step), input, pi, outcome, value_weight, l2));
+    EXPECT_NEAR(loss, reference("loss" + std::to_string(step)).item<double>(), 1e-4) << "step " << step;
   }
   int compared = 0;
   for (const auto& item : net->named_parameters()) {
@@ -185,6 +188,21 @@ TEST(MinigoQualityGate, TinyPresetBeatsItsTargetAndPassesReview) {
   std::printf("minigo tiny target: the untrained network wins %.4f of %d games against it\n",
               recipe.at("untrained_win_rate").get<double>(), recipe.at("eval_games").get<int>());
   EXPECT_LT(gate.outcome().last_metric.part(""), 1.0) << "the rules' bound: a win rate below 1";
+}
+
+// With batch norm's statistics fixed (eval mode), K micro-batches give the full batch's gradient: the policy
+// and value terms are batch means, and the L2 term's shares add up to one.
+TEST(MinigoModel, AccumulatedMicroBatchesGiveTheFullBatchsGradientWithBatchNormStatisticsFixed) {
+  torch::manual_seed(12);
+  MinigoNet net(MinigoNetOptions().board_size(5).filters(8).trunk_blocks(2).fc_width(6));
+  net->to(torch::kFloat64);
+  net->eval();
+  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const auto planes = torch::randint(2, {8, 13, 5, 5}, torch::kFloat64);
+  const auto pi = torch::softmax(torch::randn({8, 26}, torch::kFloat64), 1);
+  const auto outcome = torch::tensor({1, -1, 1, 1, -1, -1, 1, -1}, torch::kFloat64);
+  testing::expect_accumulation_matches_full_batch(
+      *net, [&] { return training_step(net, optimizer, 0.01, planes, pi, outcome, 0.5, 0.01); });
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/accumulation.h"
 #include "workloads/resnet/model.h"
 
 namespace trainbench::resnet {
@@ -28,6 +29,19 @@ TEST(ResNetModel, Resnet50HasTheReferenceParameterCountAndTensorNames) {
 TEST(ResNetModel, ForwardMacsMatchTheKnownResnet50Count) {
   // Counted independently with forward hooks on the python3-torch reference model (conv and linear MACs).
   EXPECT_EQ(ResNet()->forward_macs(224), 4089184256);
+}
+
+// The rules let batch norm's statistics span a micro-batch (the reference logs model_bn_span); with them
+// fixed (eval mode), every other part of K micro-batches must add up to the full batch's gradient.
+TEST(ResNetModel, AccumulatedMicroBatchesGiveTheFullBatchsGradientWithBatchNormStatisticsFixed) {
+  torch::manual_seed(5);
+  ResNet model(ResNetOptions().blocks_per_stage({1, 1}).stage_widths({4, 8}).stem_width(8).num_classes(5).zero_init_residual(false));
+  model->to(torch::kFloat64);
+  model->eval();
+  Lars lars(model->parameters(), LarsOptions());
+  const auto images = torch::randn({8, 3, 32, 32}, torch::kFloat64);
+  const auto labels = torch::randint(5, {8}, torch::kInt64);
+  testing::expect_accumulation_matches_full_batch(*model, [&] { return training_step(model, lars, images, labels, 0.1, 0.1); });
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "support/accumulation.h"
 #include "dist/communicator.h"
 #include "support/quality_gate.h"
 #include "support/torch_pickle.h"
@@ -199,6 +200,22 @@ TEST(RnntQualityGate, TinyPresetReachesItsWordErrorRate) {
   const testing::QualityGateRun gate("rnnt", 1234);
   ASSERT_FALSE(gate.outcome().last_metric.parts().empty());
   EXPECT_LE(gate.outcome().last_metric.part(""), 0.75);
+}
+
+// The transducer loss is a mean over utterances (NVIDIA's --ga_steps divides by the steps): K micro-batches of
+// a padded batch give the full batch's gradient.
+TEST(RnntModel, AccumulatedMicroBatchesGiveTheFullBatchsGradient) {
+  torch::manual_seed(8);
+  Rnnt model(small_options());
+  model->to(torch::kFloat64);
+  model->train();
+  bert::Lamb optimizer(model->parameters(), bert::LambOptions());
+  const auto features = torch::randn({4, 9, 12}, torch::kFloat64);
+  const auto frame_counts = torch::tensor({9, 7, 8, 5}, torch::kInt64);
+  const auto tokens = torch::randint(6, {4, 3}, torch::kInt64);
+  const auto token_counts = torch::tensor({3, 2, 3, 1}, torch::kInt64);
+  testing::expect_accumulation_matches_full_batch(
+      *model, [&] { return training_step(model, optimizer, features, frame_counts, tokens, token_counts, 1e-3); });
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "support/accumulation.h"
 #include "detection/box_ops.h"
 #include "support/quality_gate.h"
 #include "support/torch_pickle.h"
@@ -187,6 +188,28 @@ TEST(SsdModel, LoadsTorchvisionResNet34WeightsConvertedByTheScript) {
 }
 
 TEST(SsdQualityGate, TinyPresetReachesItsTarget) { const testing::QualityGateRun gate("ssd", 1234); }
+
+// The reference's loss is a mean over images of each image's loss (--batch-splits chunks the batch the same
+// way); with batch norm's statistics fixed (eval mode), K micro-batches give the full batch's gradient.
+TEST(SsdModel, AccumulatedMicroBatchesGiveTheFullBatchsGradientWithBatchNormStatisticsFixed) {
+  torch::manual_seed(6);
+  Ssd model(SsdOptions().image_size(75).blocks_per_stage({1, 1, 1}).width_divisor(8).num_classes(4).geometry(geometry75()));
+  model->to(torch::kFloat64);
+  model->eval();
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01));
+  const auto images = torch::randn({4, 3, 75, 75}, torch::kFloat64);
+  std::vector<torch::Tensor> boxes, labels;
+  for (int64_t i = 0; i < 4; ++i) {
+    const auto truth = torch::tensor({{0.1 + 0.1 * i, 0.2, 0.5, 0.7 - 0.05 * i}, {0.5, 0.1, 0.9, 0.4}}, torch::kFloat64);
+    auto [matched, matched_labels] = match(truth, torch::tensor({1 + i % 3, int64_t{2}}, torch::kInt64), model->default_boxes_ltrb(),
+                                           model->default_boxes_xywh());
+    boxes.push_back(matched);
+    labels.push_back(matched_labels);
+  }
+  const auto matched_boxes = torch::stack(boxes), matched_labels = torch::stack(labels);
+  testing::expect_accumulation_matches_full_batch(
+      *model, [&] { return training_step(model, optimizer, images, matched_boxes, matched_labels, 0.01); });
+}
 
 }  // namespace
 }  // namespace trainbench::ssd

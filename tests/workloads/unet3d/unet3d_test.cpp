@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "dist/communicator.h"
+#include "support/accumulation.h"
 #include "support/quality_gate.h"
 #include "support/torch_pickle.h"
 #include "workloads/unet3d/model.h"
@@ -64,14 +64,14 @@ TEST(Unet3dParity, TrainingStepsAndSlidingWindowMatchAnIndependentPyTorchImpleme
 
   model->train();
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(rates[0]).momentum(momentum).nesterov(true));
-  const auto single_process = dist::Communicator::connect(dist::RankEnvironment{});
-  dist::GradientSync gradients(*single_process, model->parameters(), {});
+  const Config step_config = testing::step_config(1);
+  TrainingLoop loop(step_config, torch::kCPU, model->parameters(), nullptr);
   {
     torch::NoGradGuard no_grad;
     EXPECT_TRUE(torch::allclose(model->forward(images), reference("logits0"), 1e-4, 1e-5));
   }
   for (size_t step = 0; step < rates.size(); ++step) {
-    const double loss = train_step(model, optimizer, gradients, images, labels, rates[step]).item<double>();
+    const double loss = loop.update(training_step(model, optimizer, images, labels, rates[step]));
     EXPECT_NEAR(loss, reference("loss" + std::to_string(step)).item<double>(), 1e-5) << "step " << step;
   }
   int compared = 0;
@@ -132,6 +132,19 @@ TEST(Unet3dQualityGate, TinyPresetReachesItsTarget) {
   // Predicting background everywhere scores about 0.1 (kidney 0, tumour 1 in the fifth of cases without one);
   // the target 0.65 needs kidneys and tumours.
   const testing::QualityGateRun gate("unet3d", 1234);
+}
+
+// Instance norm and the per-sample Dice make every sample's loss independent of the others: K micro-batches
+// give the full batch's gradient in training mode.
+TEST(Unet3dModel, AccumulatedMicroBatchesGiveTheFullBatchsGradient) {
+  torch::manual_seed(7);
+  Unet3d model(Unet3dOptions().filters({4, 8}));
+  model->to(torch::kFloat64);
+  model->train();
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9).nesterov(true));
+  const auto images = torch::randn({4, 1, 8, 8, 8}, torch::kFloat64);
+  const auto labels = torch::randint(3, {4, 8, 8, 8}, torch::kInt64);
+  testing::expect_accumulation_matches_full_batch(*model, [&] { return training_step(model, optimizer, images, labels, 0.01); });
 }
 
 }  // namespace
