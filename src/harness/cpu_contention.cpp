@@ -92,7 +92,13 @@ CpuSample sample_cpu_usage() {
   if (!file) return sample;
   std::ostringstream text;
   text << file.rdbuf();
-  const std::map<int, CpuTicks> all = parse_proc_stat(text.str(), "/proc/stat");
+  // A kernel whose /proc/stat this cannot read leaves the run unmeasured; it must not end the run.
+  std::map<int, CpuTicks> all;
+  try {
+    all = parse_proc_stat(text.str(), "/proc/stat");
+  } catch (const Error&) {
+    return sample;
+  }
   for (const int cpu : sample.cpus)
     if (const auto found = all.find(cpu); found != all.end()) sample.ticks[cpu] = found->second;
   return sample;
@@ -127,7 +133,6 @@ CpuContention run_contention(const CpuSample& start, const CpuSample& stop, Rank
 }
 
 std::string CpuContention::text() const {
-  if (!measured()) return "not measured (no per-CPU counters in /proc/stat)";
   return "other processes " + seconds(other_processes_seconds) + " (" + percent(other_processes_share()) +
          "), steal " + seconds(steal_seconds) + " (" + percent(steal_share()) + ") of " + seconds(capacity_seconds) +
          " CPU time on " + cpus_named(cpus);

@@ -33,8 +33,8 @@ struct CpuSample {
   double own_cpu_seconds = 0;     // this process's user and system time, all threads
 };
 
-// Reads the affinity mask, /proc/stat and getrusage now. Where /proc/stat cannot be read, `ticks` is
-// empty and the contention comes out unmeasured.
+// Reads the affinity mask, /proc/stat and getrusage now. Where /proc/stat cannot be read or parsed,
+// `ticks` is empty and the contention comes out unmeasured.
 CpuSample sample_cpu_usage();
 
 // Above this share of the CPUs' capacity taken by others, a run's timings are not the machine's own.
@@ -51,7 +51,7 @@ struct CpuContention {
   double other_processes_share() const { return capacity_seconds > 0 ? other_processes_seconds / capacity_seconds : 0; }
   double steal_share() const { return capacity_seconds > 0 ? steal_seconds / capacity_seconds : 0; }
   double share() const { return other_processes_share() + steal_share(); }
-  // "other processes 12.300 s (48.0%), steal 0.000 s (0.0%) of 25.600 CPU-seconds on CPUs 0-1"
+  // When measured: "other processes 12.300 s (48.0%), steal 0.000 s (0.0%) of 25.600 s CPU time on CPUs 0-1"
   std::string text() const;
   // A sentence for stderr and the log when share() exceeds kContentionWarningShare; "" otherwise.
   std::string warning() const;
