@@ -126,7 +126,8 @@ struct WorkloadFlags {
 };
 
 // "run 0 (seed 7): reached the target (eval_accuracy >= 0.96) in 1.234 minutes at epoch 4, eval 0.9612,
-// 5012.3 samples/s -> results/box/resnet/result_0.txt", then where the timed region went.
+// 5012.3 samples/s -> results/box/resnet/result_0.txt", then where the timed region went and what other
+// processes took of its CPUs (with a warning on stderr past 10%).
 void print_run_summary(int run, const RunOptions& options, const RunOutcome& outcome) {
   std::string result = outcome.converged ? "reached the target" : "did NOT reach the target";
   result += " (" + outcome.target.text() + ")";
@@ -145,6 +146,12 @@ void print_run_summary(int run, const RunOptions& options, const RunOutcome& out
               result.c_str(), outcome.minutes, progress.c_str(), rate.c_str(), outcome.result_path.c_str());
   if (outcome.time_split.total() > 0)
     std::printf("  timed region %.3f s: %s\n", outcome.time_split.total(), outcome.time_split.text().c_str());
+  if (outcome.cpu_contention.measured())
+    std::printf("  taken from this run's CPUs: %s\n", outcome.cpu_contention.text().c_str());
+  if (const std::string warning = outcome.cpu_contention.warning(); !warning.empty()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "trainbench: warning: run %d: %s\n", run, warning.c_str());
+  }
 }
 
 // A system name is a folder under --out and the log's submission_platform: one plain path component.

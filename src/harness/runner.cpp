@@ -11,6 +11,7 @@
 #include <utility>
 #include <unistd.h>
 
+#include "harness/cpu_contention.h"
 #include "harness/interrupt.h"
 #include "harness/progress.h"
 #include "util/atomic_file.h"
@@ -310,6 +311,8 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
 
     ranks.barrier();  // the clock starts when every rank is ready
     run_start_ms = log.start("run_start");
+    const CpuSample cpu_at_start = sample_cpu_usage();
+    CpuSample cpu_at_stop;
     clock_running = true;
     if (options.show_progress && logging_rank)
       progress.emplace(description.benchmark + " " + description.preset, description.schedule.unit,
@@ -351,17 +354,20 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
         Block block;
         int64_t saved_ms;
         TimedParts parts;
+        CpuSample cpu;
       };
       std::vector<Saved> saved;
       for (const Block& block : schedule.blocks()) {
         train_block(workload, block, log, ranks, control, parts, skipped_files);
-        saved.push_back({block, log.end("block_stop", nullptr, {{"first_epoch_num", epoch_json(block.first_epoch_num)}}), parts});
+        saved.push_back({block, log.end("block_stop", nullptr, {{"first_epoch_num", epoch_json(block.first_epoch_num)}}), parts,
+                         sample_cpu_usage()});
       }
       for (const Saved& model : saved) {
         if (judge(model.block,
                   evaluate_block(workload, model.block, log, control, description.target, progress ? &*progress : nullptr, parts))) {
           passing_model_saved_ms = model.saved_ms;
           parts = model.parts;  // the timed region ends at that save, before any evaluation
+          cpu_at_stop = model.cpu;
           break;
         }
       }
@@ -371,13 +377,18 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     const auto wait_start = SteadyClock::now();
     ranks.sum(total_samples);
     ranks.barrier();  // the clock stops when every rank is done
-    if (!passing_model_saved_ms) parts.rank_wait += seconds_since(wait_start);
+    if (!passing_model_saved_ms) {
+      parts.rank_wait += seconds_since(wait_start);
+      cpu_at_stop = sample_cpu_usage();
+    }
     const int64_t stop_ms = passing_model_saved_ms.value_or(log.now_ms());
     const double timed_seconds = (stop_ms - run_start_ms) / 1000.0;
     if (timed_seconds > 0) outcome.samples_per_second = total_samples[0] / timed_seconds;
     outcome.time_split = split_time(parts, stop_ms - run_start_ms);
     const auto [split_seconds, split_metadata] = time_split_json(outcome.time_split);
     log.event("trainbench_time_split", split_seconds, split_metadata);
+    outcome.cpu_contention = run_contention(cpu_at_start, cpu_at_stop, ranks);
+    log_contention(log, outcome.cpu_contention);
     if (progress) progress->finish();
     stop_clock(outcome.converged ? "success" : "aborted", "", stop_ms);
   } catch (const RunInterrupted& interrupt) {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "harness/cpu_contention.h"
 #include "harness/mllog.h"
 #include "harness/rank_group.h"
 #include "harness/workload.h"
@@ -66,6 +67,7 @@ struct RunOutcome {
   QualityTarget target;
   double samples_per_second = 0;   // training samples over the whole timed region
   TimeSplit time_split;
+  CpuContention cpu_contention;    // what others took of this run's CPUs over the timed region
   std::string result_path;         // the committed log (rank 0), or empty when none was written
 };
 

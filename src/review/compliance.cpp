@@ -302,6 +302,51 @@ class LogChecker {
     return true;
   }
 
+  // How far a metric line is short of the target: the largest shortfall of its parts, in the metric's units
+  // (negative once every part is past its threshold). Empty when a part is missing or not a finite number.
+  std::optional<double> shortfall(const TargetRule& target, const json& value) const {
+    const auto short_of = [&](const json& part, double threshold) -> std::optional<double> {
+      const auto number = part.is_boolean() ? std::nullopt : number_of(part);
+      if (!number || !std::isfinite(*number)) return std::nullopt;
+      return target.higher_is_better ? threshold - *number : *number - threshold;
+    };
+    if (target.threshold) return short_of(value, *target.threshold);
+    if (!value.is_object() || target.field_thresholds.empty()) return std::nullopt;
+    std::optional<double> worst;
+    for (const auto& [field, threshold] : target.field_thresholds) {
+      const auto found = value.find(field);
+      const auto part = found == value.end() ? std::nullopt : short_of(*found, threshold);
+      if (!part) return std::nullopt;
+      worst = std::max(worst.value_or(*part), *part);
+    }
+    return worst;
+  }
+
+  std::optional<BestEvaluation> best_evaluation(const TargetRule& target) const {
+    const LogEvent* best = nullptr;
+    std::optional<double> best_shortfall;
+    for (const size_t position : index_.positions(target.key)) {
+      const auto distance = shortfall(target, index_.at(position).value);
+      if (distance && (!best_shortfall || *distance < *best_shortfall)) {
+        best = &index_.at(position);
+        best_shortfall = distance;
+      }
+    }
+    if (!best) return std::nullopt;
+    BestEvaluation evaluation;
+    evaluation.line = best->line;
+    if (target.threshold) {
+      evaluation.value = format_number(*number_of(best->value));
+    } else {
+      for (const auto& [field, threshold] : target.field_thresholds)
+        evaluation.value += (evaluation.value.empty() ? "" : ", ") + printable(field, 40) + " " +
+                            format_number(*number_of(best->value.at(field)));
+    }
+    if (const auto epoch = best->metadata.find("epoch_num"); epoch != best->metadata.end() && epoch->is_number())
+      evaluation.epoch_num = epoch->get<double>();
+    return evaluation;
+  }
+
   void check_target() {
     const LogEvent* run_stop = index_.first("run_stop");
     if (run_stop) {
@@ -323,16 +368,19 @@ class LogChecker {
       }
     }
     review_.target_reached = reached_at != nullptr;
+    review_.best_evaluation = best_evaluation(*target_);
     const std::string status =
         review_.run_stop_status.empty() ? "missing" : "'" + printable(review_.run_stop_status, 40) + "'";
+    const std::string best =
+        review_.best_evaluation ? "best " + review_.best_evaluation->text() : "no evaluation logged a number";
     if (!reached_at && review_.run_stop_status == "success") {
       add(target_->severity, run_stop ? run_stop->line : 0,
           "run_stop says success but no " + key_name(target_->key) + " reached the target (" +
-              review_.target_description + ")");
+              review_.target_description + "); " + best);
     } else if (!reached_at) {
       add(Severity::kWarning, run_stop ? run_stop->line : 0,
           "the run did not converge (run_stop status " + status + "; target " + review_.target_description +
-              " not reached); it counts as a dropped run");
+              " not reached, " + best + "); it counts as a dropped run");
     } else if (review_.run_stop_status != "success") {
       add(Severity::kWarning, run_stop ? run_stop->line : 0,
           "the target was reached on line " + std::to_string(reached_at->line) + " but run_stop status is " + status +
@@ -417,6 +465,24 @@ class LogChecker {
         if (seconds.is_number() && std::find(kParts.begin(), kParts.end(), part) == kParts.end())
           review_.time_split.emplace_back(part, seconds.get<double>());
     }
+    extract_cpu_contention();
+  }
+
+  void extract_cpu_contention() {
+    const LogEvent* logged = index_.first("trainbench_cpu_contention");
+    if (!logged || !logged->value.is_object()) return;
+    const auto number = [](const json& object, const char* field) {
+      const auto found = object.find(field);
+      return found != object.end() && found->is_number() ? found->get<double>() : 0.0;
+    };
+    RunReview::CpuContention contention;
+    contention.other_processes = number(logged->value, "other_processes");
+    contention.steal = number(logged->value, "steal");
+    contention.capacity = number(logged->metadata, "capacity");
+    contention.warning_share = number(logged->metadata, "warning_share");
+    if (const auto cpus = logged->metadata.find("cpus"); cpus != logged->metadata.end() && cpus->is_string())
+      contention.cpus = printable(cpus->get<std::string>(), 100);
+    review_.cpu_contention = contention;
   }
 
   // The convergence point as the v1.1 rcp_checker reads it: the value current at run_stop, from the last
@@ -453,6 +519,23 @@ class LogChecker {
 
 }  // namespace
 
+std::string BestEvaluation::text() const {
+  return value + (epoch_num ? " at epoch " + format_number(*epoch_num) : "") + " on line " + std::to_string(line);
+}
+
+std::string RunReview::not_converged_reason() const {
+  if (converged()) return "";
+  const int errors = count_findings(findings, Severity::kError);
+  if (errors > 0) return "failed its checks (" + std::to_string(errors) + (errors == 1 ? " error)" : " errors)");
+  if (!target_reached) {
+    const std::string target = target_description.empty() ? "its target" : target_description;
+    return "did not reach " + target + ": " +
+           (best_evaluation ? "best " + best_evaluation->text() : "no evaluation logged a number");
+  }
+  return "reached its target but run_stop status is " +
+         (run_stop_status.empty() ? std::string("missing") : "'" + printable(run_stop_status, 40) + "'");
+}
+
 RunReview review_log(const ParsedLog& log, const Ruleset& ruleset, const LogCheckOptions& options) {
   RunReview review;
   review.path = log.path;
@@ -467,7 +550,7 @@ std::set<std::string> keys_read_by_review(const Ruleset& ruleset) {
   std::set<std::string> keys = {
       "submission_benchmark", "submission_division", "submission_org", "submission_platform", "submission_status",
       "global_batch_size",    "run_start",           "run_stop",       "train_samples",       "seed",
-      "eval_accuracy",        "trainbench_time_split"};
+      "eval_accuracy",        "trainbench_time_split", "trainbench_cpu_contention"};
   for (const auto& [name, config] : ruleset.configs) {
     for (const auto& rule : config.keys) {
       keys.insert(rule.key);

@@ -22,6 +22,16 @@ struct CurvePoint {
   double value = 0;
 };
 
+// The evaluation that came closest to the target: the one whose part furthest short of its threshold was
+// nearest to it (a scalar metric has one part), the earliest of equals.
+struct BestEvaluation {
+  std::string value;                // "0.959", or for named parts "BBOX 0.37, SEGM 0.335"
+  std::optional<double> epoch_num;  // as logged in its metadata
+  int line = 0;
+  // "0.959 at epoch 14 on line 812"
+  std::string text() const;
+};
+
 struct LoggedSeed {
   nlohmann::json value;
   nlohmann::json metadata;  // the seed checker tells seeds apart by the source file and line logged here
@@ -47,6 +57,7 @@ struct RunReview {
   std::optional<double> target_threshold;
   bool higher_is_better = true;
   bool target_reached = false;
+  std::optional<BestEvaluation> best_evaluation;  // empty when no evaluation logged a number for every part
   std::string run_stop_status;  // "success", "aborted", ... ("" when missing)
   std::optional<double> minutes;
   // What the v1.1 rcp_checker reads as the convergence point: epoch_num of the last eval_accuracy before
@@ -59,11 +70,24 @@ struct RunReview {
   // trainbench's split of the timed region (trainbench_time_split): each part's name and seconds, training
   // compute first as the harness orders them.
   std::vector<std::pair<std::string, double>> time_split;
+  // What other processes and the hypervisor took of the run's CPUs over the timed region
+  // (trainbench_cpu_contention), in CPU seconds; empty when not logged.
+  struct CpuContention {
+    double other_processes = 0, steal = 0, capacity = 0;
+    std::string cpus;           // "0-1", as logged
+    double warning_share = 0;   // the share above which the run warned (0 when not logged)
+    double share() const { return capacity > 0 ? (other_processes + steal) / capacity : 0; }
+    bool warned() const { return warning_share > 0 && share() > warning_share; }
+  };
+  std::optional<CpuContention> cpu_contention;
   std::vector<std::string> configs;  // rule configs applied, in order
 
   bool compliant() const { return !has_errors(findings); }
   // What scoring counts: a compliant log whose run_stop says success and that reached its target.
   bool converged() const { return compliant() && run_stop_status == "success" && target_reached; }
+  // Why scoring does not count this run, "" when it does: "failed its checks (3 errors)", "did not reach
+  // eval_accuracy >= 0.96: best 0.959 at epoch 14 on line 812", or that run_stop did not say success.
+  std::string not_converged_reason() const;
   // What the RCP checker counts: run_stop says success, whatever else the log fails.
   std::optional<double> rcp_convergence() const {
     return run_stop_status == "success" ? convergence : std::nullopt;

@@ -212,6 +212,58 @@ std::string render_chart(const std::string& benchmark, const std::vector<Series>
   return svg + "</svg>\n";
 }
 
+// The time split's parts in the harness's order, each with its colour in the stacked bars; a part a later
+// version logs takes the last colour.
+const std::vector<std::pair<std::string, std::string>> kSplitColors = {{"training_compute", "#1f77b4"},
+                                                                       {"input_wait", "#ff7f0e"},
+                                                                       {"evaluation", "#2ca02c"},
+                                                                       {"rank_wait", "#d62728"},
+                                                                       {"other", "#7f7f7f"}};
+
+std::string split_color(const std::string& part) {
+  for (const auto& [name, color] : kSplitColors)
+    if (name == part) return color;
+  return "#bcbd22";
+}
+
+std::string split_part_name(std::string part) {
+  std::replace(part.begin(), part.end(), '_', ' ');
+  return part;
+}
+
+// One run's timed region as a horizontal bar whose segments are its parts' shares; each segment's tooltip
+// has its seconds, and a segment wide enough carries its percentage.
+std::string render_split_bar(const std::vector<std::pair<std::string, double>>& parts, double wall) {
+  constexpr double kWidth = 360, kHeight = 18, kLabelMinWidth = 34;
+  std::string svg = "<svg class=\"split\" xmlns=\"http://www.w3.org/2000/svg\" width=\"360\" height=\"18\" "
+                    "viewBox=\"0 0 360 18\" role=\"img\" aria-label=\"time split\">";
+  double x = 0;
+  for (const auto& [part, seconds] : parts) {
+    const double width = wall > 0 ? seconds / wall * kWidth : 0;
+    if (!(width > 0)) continue;
+    const std::string share = format("%.1f%%", 100 * seconds / wall);
+    svg += "<rect x=\"" + format("%.1f", x) + "\" y=\"0\" width=\"" + format("%.1f", width) + "\" height=\"" +
+           format("%.0f", kHeight) + "\" fill=\"" + split_color(part) + "\"><title>" + text(split_part_name(part)) +
+           format(" %.3f s", seconds) + " (" + share + ")</title></rect>";
+    if (width >= kLabelMinWidth)
+      svg += "<text x=\"" + format("%.1f", x + width / 2) + "\" y=\"13\" text-anchor=\"middle\">" +
+             format("%.0f%%", 100 * seconds / wall) + "</text>";
+    x += width;
+  }
+  return svg + "</svg>";
+}
+
+// What others took of a run's CPUs: the whole share and the CPUs ("6.1% of CPUs 0-1"), and its two parts
+// ("other processes 6.0%, steal 0.1%").
+std::pair<std::string, std::string> contention_text(const RunReview::CpuContention& contention) {
+  const auto share = [&](double seconds) {
+    return format("%.1f%%", contention.capacity > 0 ? 100 * seconds / contention.capacity : 0);
+  };
+  const bool one_cpu = contention.cpus.find_first_of(",-") == std::string::npos;
+  return {format("%.1f%%", 100 * contention.share()) + " of " + (one_cpu ? "CPU " : "CPUs ") + contention.cpus,
+          "other processes " + share(contention.other_processes) + ", steal " + share(contention.steal)};
+}
+
 const char* kStyle =
     R"(body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:2em;color:#222;max-width:1100px}
 h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ddd}
@@ -223,6 +275,8 @@ th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .chart .target-label{fill:#b00020}
 ul.legend{list-style:none;padding:0;margin:0 0 1em 0;columns:2}ul.legend li{font-size:.9em}
 .swatch{display:inline-block;width:1.2em;height:.35em;margin-right:.4em;vertical-align:middle}
+.split{display:block;font-size:11px}.split text{fill:#fff}ul.split-legend{columns:auto;display:flex;gap:1.5em}
+.split-legend .swatch{height:.9em}.split-parts{display:block;max-width:360px}.busy{color:#b00020;font-weight:bold}
 )";
 
 }  // namespace
@@ -383,7 +437,8 @@ ReportFiles render_report(const std::vector<ReportInput>& inputs, const ReportOp
     md += "\n";
   }
 
-  // Where each trainbench run's timed region went (runs that logged trainbench_time_split).
+  // Where each trainbench run's timed region went (runs that logged trainbench_time_split), and what other
+  // processes took of its CPUs meanwhile (runs that logged trainbench_cpu_contention).
   std::string split_html, split_md;
   for (const auto& row : rows)
     for (const auto& benchmark : benchmarks) {
@@ -396,24 +451,31 @@ ReportFiles render_report(const std::vector<ReportInput>& inputs, const ReportOp
         std::string parts_html, parts_md;
         for (const auto& [part, seconds] : run.time_split) {
           const std::string amount = format("%.3f s", seconds) + format(" (%.1f%%)", wall > 0 ? 100 * seconds / wall : 0);
-          std::string name = part;
-          std::replace(name.begin(), name.end(), '_', ' ');
-          parts_html += (parts_html.empty() ? "" : ", ") + text(name) + " " + amount;
-          parts_md += (parts_md.empty() ? "" : ", ") + markdown_cell(name) + " " + amount;
+          parts_html += (parts_html.empty() ? "" : ", ") + text(split_part_name(part)) + " " + amount;
+          parts_md += (parts_md.empty() ? "" : ", ") + markdown_cell(split_part_name(part)) + " " + amount;
         }
         const std::string seconds = format("%.1f", wall);
+        const auto& contention = run.cpu_contention;
+        const auto [taken, taken_parts] = contention ? contention_text(*contention) : std::pair<std::string, std::string>();
+        const std::string taken_class = contention && contention->warned() ? " class=\"busy\"" : "";
         split_html += "<tr><td>" + text(row.folder) + "</td><td>" + text(row.system) + "</td><td>" + text(benchmark) +
-                      "</td><td>" + text(run_name(run)) + "</td><td class=\"num\">" + seconds + "</td><td>" + parts_html +
-                      "</td></tr>\n";
+                      "</td><td>" + text(run_name(run)) + "</td><td class=\"num\">" + seconds + "</td><td>" +
+                      render_split_bar(run.time_split, wall) + "<span class=\"muted split-parts\">" + parts_html +
+                      "</span></td><td><span" + taken_class + ">" + text(taken) + "</span><br><span class=\"muted\">" +
+                      text(taken_parts) + "</span></td></tr>\n";
         split_md += "| " + markdown_cell(row.folder) + " | " + markdown_cell(row.system) + " | " + markdown_cell(benchmark) +
-                    " | " + markdown_cell(run_name(run)) + " | " + seconds + " | " + parts_md + " |\n";
+                    " | " + markdown_cell(run_name(run)) + " | " + seconds + " | " + parts_md + " | " +
+                    markdown_cell(taken.empty() ? "" : taken + " (" + taken_parts + ")") + " |\n";
       }
     }
   if (!split_html.empty()) {
-    html += "<h2>Where the time went</h2>\n<table>\n<tr><th>Folder</th><th>System</th><th>Benchmark</th><th>Run</th>"
-            "<th>Seconds</th><th>Timed region</th></tr>\n" + split_html + "</table>\n";
-    md += "## Where the time went\n\n| Folder | System | Benchmark | Run | Seconds | Timed region |\n"
-          "|---|---|---|---|---:|---|\n" + split_md + "\n";
+    html += "<h2>Where the time went</h2>\n<ul class=\"legend split-legend\">\n";
+    for (const auto& [part, color] : kSplitColors)
+      html += "<li><span class=\"swatch\" style=\"background:" + color + "\"></span>" + split_part_name(part) + "</li>\n";
+    html += "</ul>\n<table>\n<tr><th>Folder</th><th>System</th><th>Benchmark</th><th>Run</th><th>Seconds</th>"
+            "<th>Timed region</th><th>CPU taken by others</th></tr>\n" + split_html + "</table>\n";
+    md += "## Where the time went\n\n| Folder | System | Benchmark | Run | Seconds | Timed region | CPU taken by others |\n"
+          "|---|---|---|---|---:|---|---|\n" + split_md + "\n";
   }
 
   // Convergence curves: one chart per benchmark and trainbench preset (a preset has its own target, so its

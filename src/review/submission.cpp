@@ -381,6 +381,11 @@ std::vector<std::string> BenchmarkReview::invalid_reasons() const {
   std::vector<std::string> reasons;
   for (const auto& finding : findings)
     if (finding.severity == Severity::kError) reasons.push_back(finding.message);
+  // Without a score, every run that does not count is part of why: say how far each got.
+  if (!score.mean_minutes)
+    for (const auto& run : runs)
+      if (const std::string why = run.not_converged_reason(); !why.empty())
+        reasons.push_back(fs::path(run.path).filename().string() + ": " + why);
   if (rcp && rcp->required && !rcp->passed)
     reasons.push_back(rcp->summary() + (rcp->explanation.empty() ? "" : ": " + rcp->explanation));
   return reasons;

@@ -42,7 +42,9 @@ struct BenchmarkReview {
 
   Verdict verdict() const;
   bool valid() const { return verdict() == Verdict::kValid; }
-  // The reasons it is not valid, one line each ("result_2.txt: 3 errors", "5 runs required, 4 found", ...).
+  // The reasons it is not valid, one line each ("resnet needs 5 runs; found 1", and without a score each run
+  // that does not count: "result_0.txt: did not reach eval_accuracy >= 0.96: best 0.959 at epoch 14 on line
+  // 812", "result_2.txt: failed its checks (3 errors)"), then a failed RCP check.
   std::vector<std::string> invalid_reasons() const;
 };
 

@@ -180,7 +180,13 @@ TEST_F(RunnerTest, LifecycleIsInMlperfOrderAndStopsAtTheTarget) {
   EXPECT_EQ(first_block["event_type"], "INTERVAL_START");
   EXPECT_EQ(first_block["metadata"]["first_epoch_num"], 1);
   EXPECT_EQ(first_block["metadata"]["epoch_count"], 3);
-  const auto& last_accuracy = records[keys.size() - 4];  // then block_stop, trainbench_time_split, run_stop
+  // The last evaluation, then block_stop, trainbench_time_split, trainbench_cpu_contention (and
+  // trainbench_warning on a busy machine) and run_stop.
+  const size_t last_eval = keys.size() - 1 - (std::find(keys.rbegin(), keys.rend(), "eval_accuracy") - keys.rbegin());
+  ASSERT_LE(last_eval + 4, keys.size());
+  EXPECT_EQ(std::vector<std::string>(keys.begin() + last_eval + 1, keys.begin() + last_eval + 4),
+            (std::vector<std::string>{"block_stop", "trainbench_time_split", "trainbench_cpu_contention"}));
+  const auto& last_accuracy = records[last_eval];
   EXPECT_EQ(last_accuracy["key"], "eval_accuracy");
   EXPECT_EQ(last_accuracy["metadata"]["epoch_num"], 11);
   EXPECT_EQ(records[std::find(keys.begin(), keys.end(), "seed") - keys.begin()]["value"], 42);
@@ -547,6 +553,35 @@ TEST_F(RunnerTest, TimeSplitFitsALogClockShorterThanTheMeasuredParts) {
   EXPECT_GT(split.training_compute, split.input_wait);  // in proportion
   for (const double part : {split.training_compute, split.input_wait, split.evaluation, split.rank_wait, split.other})
     EXPECT_GE(part, 0);
+}
+
+// What other processes took of the run's CPUs, logged after the time split; the figures depend on the
+// machine, so this checks their shape and that the outcome and the log agree.
+TEST_F(RunnerTest, CpuContentionIsLoggedBeforeRunStop) {
+  ScriptedWorkload workload;
+  workload.description.schedule = {1, 1, 1};
+  workload.compute = std::chrono::milliseconds(200);
+  workload.metrics = {0.9};
+  const RunOutcome outcome = run_benchmark(workload, options_);
+  const CpuContention& contention = outcome.cpu_contention;
+  ASSERT_TRUE(contention.measured());
+  EXPECT_EQ(contention.cpus, sample_cpu_usage().cpus);
+  EXPECT_GE(contention.other_processes_seconds, 0);
+  EXPECT_LE(contention.share(), 1 + 1e-9);
+  const auto records = read_log(options_.result_path);
+  const auto& logged = first_record(records, "trainbench_cpu_contention");
+  EXPECT_EQ(logged["metadata"]["unit"], "cpu_seconds");
+  EXPECT_EQ(logged["metadata"]["cpus"], cpu_list_text(contention.cpus));
+  EXPECT_NEAR(logged["value"]["other_processes"].get<double>(), contention.other_processes_seconds, 5e-4);
+  EXPECT_NEAR(logged["value"]["steal"].get<double>(), contention.steal_seconds, 5e-4);
+  EXPECT_NEAR(logged["metadata"]["capacity"].get<double>(), contention.capacity_seconds, 5e-4);
+  EXPECT_NEAR(logged["metadata"]["shares"]["other_processes"].get<double>(), contention.other_processes_share(), 5e-5);
+  const auto keys = keys_of(records);
+  const bool warned = std::find(keys.begin(), keys.end(), "trainbench_warning") != keys.end();
+  EXPECT_EQ(warned, !contention.warning().empty());
+  if (warned) {
+    EXPECT_EQ(first_record(records, "trainbench_warning")["value"], contention.warning());
+  }
 }
 
 TEST(TimeSplit, SummaryGivesEachPartsSecondsAndShare) {

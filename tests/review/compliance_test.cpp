@@ -206,5 +206,81 @@ TEST(Compliance, ConvergencePointFollowsTheRcpCheckerConventions) {
   }
 }
 
+// A log's text with each `from` replaced by its `to` (each must occur).
+std::string edited(std::string text, const std::vector<std::pair<std::string, std::string>>& edits) {
+  for (const auto& [from, to] : edits) {
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+using Edits = std::vector<std::pair<std::string, std::string>>;
+const std::pair<std::string, std::string> kAborted{"\"status\": \"success\"", "\"status\": \"aborted\""};
+
+// The review of a log of the corpus (tests/review/logs) after the edits.
+RunReview review_edited(const std::string& name, const Edits& edits) {
+  return review_log(parse_log_text(edited(testing::read_text(testing::test_path("logs/" + name)), edits), name),
+                    testing::ruleset_1_1());
+}
+
+// A run that did not converge says how far it got: the evaluation nearest the target, not the last one.
+TEST(Compliance, ARunThatDidNotConvergeNamesItsBestEvaluation) {
+  const RunReview review =
+      review_edited("mini_preset.txt", {{"\"value\": 0.4,", "\"value\": 0.45,"}, {"\"value\": 0.55,", "\"value\": 0.42,"}, kAborted});
+  EXPECT_TRUE(review.compliant()) << testing::dump(review.findings);
+  EXPECT_FALSE(review.converged());
+  ASSERT_TRUE(review.best_evaluation.has_value());
+  EXPECT_EQ(review.best_evaluation->text(), "0.45 at epoch 4 on line 33");
+  EXPECT_EQ(review.not_converged_reason(), "did not reach eval_accuracy >= 0.5 and < 1: best 0.45 at epoch 4 on line 33");
+  EXPECT_NE(testing::find_finding(review.findings, Severity::kWarning,
+                                  "target eval_accuracy >= 0.5 and < 1 not reached, best 0.45 at epoch 4 on line 33"),
+            nullptr)
+      << testing::dump(review.findings);
+}
+
+// RNN-T's word error rate is better lower: its best is the smallest value.
+TEST(Compliance, BestEvaluationOfALowerIsBetterTarget) {
+  const RunReview review = review_edited(
+      "good_rnnt_infinite_clip_norm.txt",
+      {{"\"key\": \"eval_accuracy\", \"value\": 0.5,", "\"key\": \"eval_accuracy\", \"value\": 0.06,"},
+       {"\"value\": 0.057,", "\"value\": 0.09,"},
+       kAborted});
+  EXPECT_FALSE(review.higher_is_better);
+  EXPECT_EQ(review.not_converged_reason(), "did not reach eval_accuracy <= 0.058 and > 0: best 0.06 at epoch 1 on line 47");
+}
+
+// Mask R-CNN's parts must each reach their own threshold: the best evaluation is the one whose part furthest
+// short was nearest, here the second (BBOX 0.007 and SEGM 0.004 short), not the first with the higher BBOX
+// (SEGM 0.039 short).
+TEST(Compliance, BestEvaluationOfNamedParts) {
+  const std::string text = testing::read_text(testing::test_path("logs/good_maskrcnn_object_accuracy.txt"));
+  const size_t run_stop = text.rfind(":::MLLOG", text.find("\"key\": \"run_stop\""));
+  const std::string second_eval =
+      R"(:::MLLOG {"namespace": "", "time_ms": 960002, "event_type": "POINT_IN_TIME", "key": "eval_accuracy", )"
+      R"("value": {"BBOX": 0.37, "SEGM": 0.335}, "metadata": {"file": "train.py", "lineno": 1, "epoch_num": 2}})" "\n";
+  const std::string maskrcnn = edited(text.substr(0, run_stop) + second_eval + text.substr(run_stop),
+                                      {{"{\"BBOX\": 0.378, \"SEGM\": 0.341}", "{\"BBOX\": 0.4, \"SEGM\": 0.3}"}, kAborted});
+  const RunReview review = review_log(parse_log_text(maskrcnn, "maskrcnn.txt"), testing::ruleset_1_1());
+  ASSERT_TRUE(review.best_evaluation.has_value()) << testing::dump(review.findings);
+  EXPECT_EQ(review.best_evaluation->value, "BBOX 0.37, SEGM 0.335");
+  EXPECT_EQ(review.best_evaluation->epoch_num, 2.0);
+  EXPECT_EQ(review.not_converged_reason(),
+            "did not reach eval_accuracy.BBOX >= 0.377 and eval_accuracy.SEGM >= 0.339: best BBOX 0.37, SEGM 0.335 "
+            "at epoch 2 on line 30");
+}
+
+// Why a run does not count, when it is not the target: failed checks, or a run_stop that did not say success.
+TEST(Compliance, NotConvergedReasonForFailedChecksAndAbortedRuns) {
+  EXPECT_EQ(review_edited("good_resnet_lars.txt", {}).not_converged_reason(), "");
+  EXPECT_EQ(review_edited("good_resnet_lars.txt", {kAborted}).not_converged_reason(),
+            "reached its target but run_stop status is 'aborted'");
+  const RunReview failed = review_log_file(testing::test_path("logs/bad_lars_poly_power.txt"), testing::ruleset_1_1());
+  EXPECT_EQ(failed.not_converged_reason(), "failed its checks (1 error)") << testing::dump(failed.findings);
+  const RunReview empty = review_log(parse_log_text("", "empty.txt"), testing::ruleset_1_1());
+  EXPECT_NE(empty.not_converged_reason().find("failed its checks ("), std::string::npos);
+}
+
 }  // namespace
 }  // namespace trainbench::review

@@ -53,10 +53,60 @@ TEST(Report, ShowsWhereEachRunsTimeWent) {
   // v2's result_0 logs 864.322 + 10.804 + 194.473 + 0 + 10.804 = 1080.403 s, its run_start to run_stop.
   EXPECT_NE(files.markdown.find("| v2 | example\\_box | resnet | result\\_0 | 1080.4 | training compute 864.322 s (80.0%), "
                                 "input wait 10.804 s (1.0%), evaluation 194.473 s (18.0%), rank wait 0.000 s (0.0%), "
-                                "other 10.804 s (1.0%) |"),
+                                "other 10.804 s (1.0%) | 6.1% of CPUs 0-1 (other processes 6.0%, steal 0.1%) |"),
             std::string::npos)
       << files.markdown;
   EXPECT_NE(files.html.find("<h2>Where the time went</h2>"), std::string::npos);
+}
+
+// In the HTML each run's split is a stacked bar, 360 px for the whole timed region: training compute's
+// 80.0% is 288 px and starts at 0, input wait's 1.0% follows it; a part of 0 s draws nothing.
+TEST(Report, DrawsEachRunsTimeSplitAsAStackedBar) {
+  const std::string html = render_report(two_versions(), ReportOptions{}).html;
+  const size_t bar = html.find("<svg class=\"split\"");
+  ASSERT_NE(bar, std::string::npos);
+  const std::string svg = html.substr(bar, html.find("</svg>", bar) - bar);
+  EXPECT_NE(svg.find("<rect x=\"0.0\" y=\"0\" width=\"288.0\" height=\"18\" fill=\"#1f77b4\"><title>training "
+                     "compute 864.322 s (80.0%)</title></rect><text x=\"144.0\" y=\"13\" text-anchor=\"middle\">80%</text>"),
+            std::string::npos)
+      << svg;
+  EXPECT_NE(svg.find("<rect x=\"288.0\" y=\"0\" width=\"3.6\""), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("rank wait"), std::string::npos) << svg;
+  size_t rects = 0;
+  for (size_t at = svg.find("<rect"); at != std::string::npos; at = svg.find("<rect", at + 1)) ++rects;
+  EXPECT_EQ(rects, 4u);
+}
+
+// A run whose CPUs were busy with others past the threshold it logged is marked in the table.
+TEST(Report, MarksARunWhoseCpusOthersTookPastItsThreshold) {
+  testing::ScratchFolder scratch;
+  std::string log = testing::read_text(testing::test_path("report_input/v2/results/example_box/resnet/result_0.txt"));
+  const std::string quiet = "\"other_processes\": 129.648";
+  log.replace(log.find(quiet), quiet.size(), "\"other_processes\": 500");
+  testing::write_text(scratch / "box/resnet/result_0.txt", log);
+  const std::string html = render_report({{"busy", review_submission(scratch.path(), testing::ruleset_1_1())}}, {}).html;
+  EXPECT_NE(html.find("<span class=\"busy\">23.2% of CPUs 0-1</span><br><span class=\"muted\">other processes 23.1%, "
+                      "steal 0.1%</span>"),
+            std::string::npos)
+      << html;
+}
+
+// A result without a score says which runs did not converge and how far each got, in the review table.
+TEST(Report, ReviewTableNamesARunThatDidNotConvergeWithItsBest) {
+  testing::ScratchFolder scratch;
+  std::string log = testing::read_text(testing::test_path("logs/mini_preset.txt"));
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"\"value\": 0.55,", "\"value\": 0.45,"},
+                                 {"\"status\": \"success\"", "\"status\": \"aborted\""}})
+    log.replace(log.find(from), from.size(), to);
+  testing::write_text(scratch / "box/resnet/result_0.txt", log);
+  const ReportFiles files = render_report({{"quickstart", review_submission(scratch.path(), testing::ruleset_1_1())}}, {});
+  EXPECT_NE(files.html.find("too few runs for an olympic score (1 dropped at each end)<br>result_0.txt: did not reach "
+                            "eval_accuracy &gt;= 0.5 and &lt; 1: best 0.45 at epoch 8 on line 38"),
+            std::string::npos)
+      << files.html;
+  EXPECT_NE(files.markdown.find("result\\_0.txt: did not reach eval\\_accuracy \\>= 0.5 and \\< 1: best 0.45 at epoch 8"),
+            std::string::npos)
+      << files.markdown;
 }
 
 TEST(Report, ComparisonGivesTheSpeedupOfTheSecondFolder) {
