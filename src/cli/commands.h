@@ -28,5 +28,6 @@ void add_review_commands(CLI::App& app, CommandContext& context);    // review, 
 void add_launch_command(CLI::App& app, CommandContext& context);     // launch
 void add_probe_commands(CLI::App& app, CommandContext& context);     // probe compute, probe comm, probe storage
 void add_coco_commands(CLI::App& app, CommandContext& context);      // coco-eval
+void add_predict_commands(CLI::App& app, CommandContext& context);   // predict, predict-check
 
 }  // namespace trainbench::cli

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   trainbench::cli::add_launch_command(app, context);
   trainbench::cli::add_probe_commands(app, context);
   trainbench::cli::add_coco_commands(app, context);
+  trainbench::cli::add_predict_commands(app, context);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {

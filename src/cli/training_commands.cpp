@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "dist/rank_environment.h"
 #include "harness/runner.h"
+#include "predict/measurements.h"
 #include "probes/compute_probe.h"
 #include "review/scoring.h"
 #include "util/atomic_file.h"
@@ -245,6 +246,20 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   });
 }
 
+// Writes to two stream buffers, so bench's lines show as they come and can be read back afterwards.
+struct TeeBuffer : std::streambuf {
+  TeeBuffer(std::streambuf* first, std::streambuf* second) : first(first), second(second) {}
+  int overflow(int c) override {
+    if (c == traits_type::eof()) return traits_type::not_eof(c);
+    const bool written = first->sputc(static_cast<char>(c)) != traits_type::eof() &&
+                         second->sputc(static_cast<char>(c)) != traits_type::eof();
+    return written ? c : traits_type::eof();
+  }
+  int sync() override { return first->pubsync() == 0 && second->pubsync() == 0 ? 0 : -1; }
+  std::streambuf* first;
+  std::streambuf* second;
+};
+
 void add_bench_command(CLI::App& app) {
   auto* command = app.add_subcommand("bench", "Throughput benchmark: training images/s and data-pipeline images/s (no log, no target)");
   auto flags = std::make_shared<WorkloadFlags>();
@@ -254,6 +269,10 @@ void add_bench_command(CLI::App& app) {
   command->add_option("--warmup", bench->warmup_steps, "Untimed warm-up steps")->capture_default_str()->check(whole_number(0));
   auto peak_path = std::make_shared<std::string>();
   command->add_option("--peak", *peak_path, "A `trainbench probe compute --json` file: also print achieved FLOP/s as a share of its measured fp32 peak");
+  auto json_path = std::make_shared<std::string>();
+  command->add_option("--json", *json_path,
+                      "Also write the training step (batch, ranks, median step seconds, samples/s) to FILE, for "
+                      "`trainbench predict --bench`");
   command->add_option("--profile", bench->profile_path,
                       "After the timed steps, run as many under LibTorch's profiler: write their Chrome trace to this file "
                       "and print the operators by self time");
@@ -268,9 +287,19 @@ void add_bench_command(CLI::App& app) {
     const auto ranks = RankSession::join(flags->comm_timeout);
     settings.communicator = ranks->communicator();
     std::ostringstream other_ranks_output;  // ranks other than 0 measure alongside but do not print
-    std::ostream& out = ranks->rank() == 0 ? std::cout : other_ranks_output;
+    const bool lead = ranks->rank() == 0;
+    // With --json, rank 0's lines go to the screen and to a copy the training line is read back from.
+    std::ostringstream copy;
+    TeeBuffer tee_buffer(std::cout.rdbuf(), copy.rdbuf());
+    std::ostream tee(&tee_buffer);
+    std::ostream& out = !lead ? other_ranks_output : json_path->empty() ? std::cout : tee;
     out << entry.name << " " << flags->preset << ":\n";
     entry.bench(settings, *bench, out);
+    if (!lead || json_path->empty()) return;
+    const auto measurement = predict::parse_bench_output(copy.str(), entry.name, flags->preset);
+    if (!measurement) fail("--json", "bench printed no training line to read the step time from");
+    write_file_atomically(*json_path, predict::to_json(*measurement).dump(2) + "\n");
+    std::cout << "wrote " << *json_path << "\n";
   });
 }
 

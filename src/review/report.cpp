@@ -281,6 +281,8 @@ ul.legend{list-style:none;padding:0;margin:0 0 1em 0;columns:2}ul.legend li{font
 
 }  // namespace
 
+const std::vector<std::string>& chart_palette() { return kPalette; }
+
 std::string html_escape(const std::string& value) {
   std::string out;
   out.reserve(value.size());

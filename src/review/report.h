@@ -36,4 +36,7 @@ std::vector<std::string> write_report(const ReportFiles& files, const std::strin
 
 std::string html_escape(const std::string& text);
 
+// The colours of the report's chart lines, in order (other charts use them to look the same).
+const std::vector<std::string>& chart_palette();
+
 }  // namespace trainbench::review
