@@ -242,6 +242,11 @@ torch::Tensor roi_align(const torch::Tensor& features, const torch::Tensor& rois
   if (pooled_height <= 0 || pooled_width <= 0)
     fail("roi_align", "expected a positive pooled size, got " + std::to_string(pooled_height) + "x" +
                           std::to_string(pooled_width));
+  // Sparse matrix products have no bf16 or fp16 kernels, and autocast leaves them alone: features of a lower
+  // precision (under --precision bf16 or fp16) are pooled in fp32 and come back in their own type.
+  if (features.scalar_type() == torch::kBFloat16 || features.scalar_type() == torch::kHalf)
+    return roi_align(features.to(torch::kFloat), rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned)
+        .to(features.scalar_type());
   const int64_t images = features.size(0), channels = features.size(1);
   const int64_t height = features.size(2), width = features.size(3);
   const int64_t roi_count = rois.size(0), bins_per_roi = pooled_height * pooled_width;

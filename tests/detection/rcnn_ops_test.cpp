@@ -359,5 +359,21 @@ TEST(RcnnMaskTargets, PolygonsCroppedScaledAndRasterised) {
   EXPECT_NE(testing::error_message([&] { polygon_mask_target(square, own_box, 0); }).find("size"), std::string::npos);
 }
 
+// Under --precision bf16 the FPN's features arrive in bf16: RoIAlign pools them in fp32 (sparse products
+// have no bf16 kernel) and returns bf16, with a gradient back to the bf16 features.
+TEST(RcnnOps, RoiAlignOfBf16FeaturesPoolsInFp32AndReturnsBf16) {
+  torch::manual_seed(21);
+  const auto features = torch::randn({2, 3, 12, 10}).to(torch::kBFloat16).requires_grad_();
+  const auto rois = torch::tensor({{0.0, 1.0, 1.5, 8.0, 9.0}, {1.0, 0.0, 0.0, 9.5, 11.0}});
+  const auto pooled = roi_align(features, rois, 1.0, 4, 4, 2, true);
+  EXPECT_EQ(pooled.scalar_type(), torch::kBFloat16);
+  const auto reference = roi_align(features.detach().to(torch::kFloat), rois, 1.0, 4, 4, 2, true);
+  EXPECT_TRUE(torch::allclose(pooled.to(torch::kFloat), reference, 1e-2, 1e-2));
+  pooled.to(torch::kFloat).sum().backward();
+  ASSERT_TRUE(features.grad().defined());
+  EXPECT_EQ(features.grad().scalar_type(), torch::kBFloat16);
+  EXPECT_GT(features.grad().abs().sum().item<double>(), 0);
+}
+
 }  // namespace
 }  // namespace trainbench::detection

@@ -91,6 +91,31 @@ TEST(BenchRun, TimesTheMedianStepAndPrintsOneTrainingLine) {
             "0.50000 s/step, 16.0 GFLOP/s)\n");
 }
 
+TEST(BenchRun, MemoryModeRunsOneStepAndPrintsItsPeakAboveTheProcessBeforeTheModel) {
+  const WorkloadSettings settings = cpu_bench_workload();
+  BenchSettings bench = bench_steps(3);
+  bench.memory = true;
+  BenchRun run(settings, bench);
+  EXPECT_TRUE(run.memory_only());
+  int calls = 0;
+  constexpr int64_t kElements = 32 << 20;  // a 128 MiB float tensor, written, held through the step
+  run.training_step_seconds([&] {
+    ++calls;
+    torch::ones({kElements}).sum().item<float>();
+  });
+  EXPECT_EQ(calls, 1);
+  std::ostringstream out;
+  run.print_training(out, 0.5, "items", 1e9, "details");
+  const std::string printed = out.str();
+  EXPECT_NE(printed.find("median of 1 steps"), std::string::npos) << printed;
+  const size_t memory = printed.find("memory ");
+  ASSERT_NE(memory, std::string::npos) << printed;
+  const double mib = std::stod(printed.substr(memory + 7));
+  EXPECT_GE(mib, 128 * 0.95) << printed;
+  EXPECT_LT(mib, 128 * 3) << printed;
+  EXPECT_NE(printed.find("batch 8 per rank in 1 micro-batch(es), fp32, cpu"), std::string::npos) << printed;
+}
+
 TEST(BenchRun, ProfilesAsManyMoreStepsIntoAChromeTraceAndAnOperatorTable) {
   const WorkloadSettings settings = cpu_bench_workload();
   BenchSettings bench = bench_steps(2);
