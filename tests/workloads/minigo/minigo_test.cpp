@@ -137,10 +137,6 @@ TEST(MinigoModel, BatchedInferenceMatchesTheForwardPass) {
   expect_forward_pass("all weights scaled in place");
 }
 
-// overlap_selfplay plays network g - 1's games on their own thread while network g trains. Network 1 trains on
-// the bootstrap games alone either way, so the games network 1 plays (during generation 2's training when
-// overlapped) must be the sequential loop's, move for move: played with the frozen network 1, not with the
-// one in training. Network 2's differ: overlapped, it trained without network 1's games.
 // The reference preset at 5x5 sizes: without a prepared bootstrap it is refused with the command that makes
 // one; `data make` writes the starting network and the bootstrap games with the bootstrap flags (the random
 // model's games, SGF players "random model"); the run loads them, so generation 1 trains on the bootstrap's
