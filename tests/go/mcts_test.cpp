@@ -1,6 +1,7 @@
 // MCTS with a hand-written evaluator (uniform policy, value from the stone count it reads off the feature
 // planes): it finds the forced capture and the forced escape, counts visits as it should with virtual
 // losses, and the self-play and match drivers batch many games and record consistent examples.
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -288,6 +289,41 @@ TEST(GoMcts, SelfPlayAndMatchesReuseTheTreeUnlessFullMovesAlternateWithFastOnes)
   PlayStats stats;
   play_match(options, 2, material_evaluator(5), &stats);
   EXPECT_GT(stats.reused_visits, stats.moves) << "each player keeps what its own search read of the reply";
+}
+
+// Resignation as minigo's selfplay.flags set it: a threshold drawn per game in [min, max]
+// (--min_resign_threshold=-1.0 --max_resign_threshold=-0.9), no game exempt (--disable_resign_pct=0). Every
+// evaluation says -0.96 for Black, so Black resigns at its first move in the games whose threshold is above
+// its root value (about half of them) and in none when the range lies below it (the bootstrap's [-1, -0.99])
+// or when resignation is disabled in every game. (The root's value is W / (1 + N), as minigo's Q: -0.96 x
+// 100 / 101 is about -0.95.)
+TEST(GoMcts, SelfPlayResignsBelowAThresholdDrawnPerGame) {
+  const auto black_behind = [](int, const uint8_t*, int batch, float* policy, float* values) {
+    std::fill(policy, policy + static_cast<size_t>(batch) * 26, 1.0f / 26);
+    std::fill(values, values + batch, -0.96f);
+  };
+  PlayOptions options;
+  options.size = 5;
+  options.komi = 0.5;
+  options.concurrent_games = 16;
+  options.mcts.readouts = 100;
+  options.mcts.virtual_losses = 4;
+  options.soft_pick_moves = 0;
+  options.seed = 11;
+  const auto first_move_resignations = [&](double low, double high, double disabled) {
+    options.resign_threshold_low = low;
+    options.resign_threshold_high = high;
+    options.disable_resign_fraction = disabled;
+    int count = 0;
+    for (const auto& record : self_play(options, 100, black_behind, nullptr, nullptr))
+      count += record.resigned && record.game.moves().empty() && record.winner == kWhite;
+    return count;
+  };
+  const int reference = first_move_resignations(-1.0, -0.9, 0.0);
+  EXPECT_GT(reference, 30);
+  EXPECT_LT(reference, 75);
+  EXPECT_EQ(first_move_resignations(-1.0, -0.99, 0.0), 0);
+  EXPECT_EQ(first_move_resignations(-1.0, -0.9, 1.0), 0);
 }
 
 TEST(GoMcts, MatchAlternatesColoursAndNeverResigns) {

@@ -6,14 +6,15 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <optional>
 
 #include <torch/torch.h>
 
 #include "data/random.h"
 #include "dist/communicator.h"
+#include "go/example_file.h"
 #include "go/mcts.h"
+#include "go/random_evaluator.h"
 #include "go/sgf.h"
 #include "util/error.h"
 #include "workloads/common.h"
@@ -29,6 +30,9 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kDefaultTargetSeed = 1;  // as `trainbench data make` seeds a preset's generated data
 constexpr const char* kTargetFile = "target.pt";
+// A prepared bootstrap (presets with a `bootstrap` section): the starting network and generation 0's games.
+constexpr const char* kStartFile = "start.pt";
+constexpr const char* kBootstrapGamesFile = "bootstrap.examples";
 
 MinigoNetOptions net_options(const Config& config) {
   return MinigoNetOptions()
@@ -163,39 +167,27 @@ class MinigoLoop {
 
   MinigoNet& net() { return net_; }
 
-  // Network `generation`'s self-play: `games` games with `net` (the loop's network, or a frozen copy of it).
-  // Generation 0 is the bootstrap: the random network's games, passes read only with bootstrap_allow_pass
-  // (minigo's bootstrap flags turn allow_pass off, so that its games are played out). Touches nothing of the
-  // loop's state, so it may run while the loop trains.
-  struct Generation {
-    int64_t number = 0;
-    std::vector<go::GameRecord> records;
-    go::ExampleSet examples;
-  };
-  Generation play(MinigoNet& net, int64_t generation, int64_t games, go::PlayStats* stats,
-                  const std::function<void()>& on_batch) const {
-    Generation played;
-    played.number = generation;
+  // Network `generation`'s self-play, `games` games with the current network, straight into the window (the
+  // oldest generation leaves beyond window_size); with sgf_dir, its SGF is written. Generation 0 is the
+  // bootstrap played in init (presets without a prepared one): the random network's games, passes read only
+  // with bootstrap_allow_pass (minigo's bootstrap flags turn allow_pass off, so that its games are played
+  // out). Returns the game count.
+  int play_generation(int64_t generation, int64_t games, go::PlayStats* stats, const std::function<void()>& on_batch) {
     go::PlayOptions options = self_play_options(config_, data::mix_seed(seed_, 1, static_cast<uint64_t>(generation)), threads_);
     if (generation == 0) options.mcts.allow_pass = config_.boolean("bootstrap_allow_pass");
     const KeepComputeThreads keep_threads;
-    played.records = go::self_play(options, static_cast<int>(games), evaluator(net, on_batch), &played.examples, stats);
-    return played;
+    go::ExampleSet examples;
+    const auto records = go::self_play(options, static_cast<int>(games), evaluator(net_, on_batch), &examples, stats);
+    const std::string player = "network " + std::to_string(generation);
+    write_games(config_, "generation-" + generation_name(generation), records, player, player);
+    add_to_window(std::move(examples));
+    return static_cast<int>(records.size());
   }
 
-  // A generation's games join the window (the oldest leaves beyond window_size), and its SGF is written.
-  // Returns its game count.
-  int add_to_window(Generation played) {
-    const std::string player = "network " + std::to_string(played.number);
-    write_games(config_, "generation-" + generation_name(played.number), played.records, player, player);
-    window_.push_back(std::move(played.examples));
+  // A prepared generation's examples (the bootstrap `data make` wrote) join the window.
+  void add_to_window(go::ExampleSet examples) {
+    window_.push_back(std::move(examples));
     while (static_cast<int64_t>(window_.size()) > config_.integer("window_size")) window_.erase(window_.begin());
-    return static_cast<int>(played.records.size());
-  }
-
-  // Self-play with the current network, its games straight into the window.
-  int play_generation(int64_t generation, int64_t games, go::PlayStats* stats, const std::function<void()>& on_batch) {
-    return add_to_window(play(net_, generation, games, stats, on_batch));
   }
 
   // One pass over filter_amount of the window's examples, each under a random symmetry; `on_step` sees
@@ -327,9 +319,9 @@ TargetRun build_target(const Config& config, torch::Device device, int64_t seed)
   return run;
 }
 
-MinigoNet load_target(const Config& config, const std::string& path, torch::Device device) {
-  if (!fs::exists(path))
-    fail(path, "target model not found (make one with `trainbench data make minigo --out DIR`, or give --set target_model=PATH)");
+// A saved network of the preset's shape; `missing` says where one comes from when `path` does not exist.
+MinigoNet load_network(const Config& config, const std::string& path, torch::Device device, const std::string& missing) {
+  if (!fs::exists(path)) fail(path, missing);
   MinigoNet net(net_options(config));
   try {
     torch::load(net, path);
@@ -340,6 +332,35 @@ MinigoNet load_target(const Config& config, const std::string& path, torch::Devi
   net->to(device);
   net->eval();
   return net;
+}
+
+MinigoNet load_target(const Config& config, const std::string& path, torch::Device device) {
+  return load_network(config, path, device,
+                      "target model not found (make one with `trainbench data make minigo --out DIR`, or give --set target_model=PATH)");
+}
+
+// The reference's bootstrap (ml_perf/flags/19/bootstrap.flags, run by ml_perf/scripts/bootstrap.sh before
+// the benchmark): the self-play flags overlaid with the preset's `bootstrap` section (80 readouts, no fast
+// moves, resignation below a per-game threshold in [-1, -0.99], no target pruning), passes read only with
+// bootstrap_allow_pass, played by the random model of `--model=random:...` (go/random_evaluator.h).
+go::ExampleFile play_prepared_bootstrap(const Config& config, uint64_t seed, int threads) {
+  const Config flags(config.name() + ": bootstrap", config.values().at("bootstrap"));
+  go::PlayOptions options = self_play_options(config, data::mix_seed(seed, 1, 0), threads);
+  options.mcts.readouts = static_cast<int>(flags.integer("num_readouts"));
+  options.mcts.allow_pass = config.boolean("bootstrap_allow_pass");
+  options.mcts.target_pruning = flags.boolean("target_pruning");
+  options.fast_move_probability = flags.number("fast_move_probability");
+  const std::vector<double> resign = flags.numbers("resign_threshold");
+  if (resign.size() != 2 || resign[0] > resign[1])
+    fail(flags.name() + ": resign_threshold", "expected [low, high] with low <= high (drawn per game)");
+  options.resign_threshold_low = resign[0];
+  options.resign_threshold_high = resign[1];
+  go::ExampleFile file;
+  const auto records = go::self_play(options, static_cast<int>(config.integer("bootstrap_games")),
+                                     go::random_evaluator(options.size, data::mix_seed(seed, 3)), &file.examples, nullptr);
+  write_games(config, "generation-000", records, "random model", "random model");
+  file.games = static_cast<int>(records.size());
+  return file;
 }
 
 class MinigoWorkload : public WorkloadBase {
@@ -377,41 +398,34 @@ class MinigoWorkload : public WorkloadBase {
     return description;
   }
 
-  // Untimed, as the reference's bootstrap checkpoint: the random network, its bootstrap games (generation
-  // 0 of the window) and the target model.
+  // Untimed: the starting network, the bootstrap games (generation 0 of the window) and the target model.
+  // A preset with a `bootstrap` section (the reference) loads the ones `data make` prepared, as the reference
+  // starts from its checkpoint, so that init is loading files; the others play the random network's
+  // bootstrap here.
   std::vector<std::string> build() override {
     seed_torch(settings_);
     if (communicator_->world() != 1) fail("minigo", "runs as one process (self-play and training share its threads)");
     loop_.emplace(config_, device_, static_cast<uint64_t>(settings_.seed), settings_.threads);
+    const bool prepared = config_.values().contains("bootstrap");
+    if (prepared) bootstrap_games_ = load_prepared_bootstrap();
     target_ = resolve_target();
-    bootstrap_games_ = loop_->play_generation(0, config_.integer("bootstrap_games"), nullptr, nullptr);
+    if (!prepared) bootstrap_games_ = loop_->play_generation(0, config_.integer("bootstrap_games"), nullptr, nullptr);
     return loop_->net()->initialized_tensor_names();
   }
 
   DataSummary open_data() override { return {}; }
 
-  // Generation g: network g - 1's self-play (none in generation 1, which trains on the bootstrap games) and
-  // network g's training on the window; network g is saved when the block ends, and that is the time run_stop
-  // takes if it is the first to pass. Sequential (overlap_selfplay false): the games first, then training on
-  // a window that holds them. Overlapped (the reference's loop): the games on their own thread with a frozen
-  // copy of network g - 1 while the main thread trains on the window as it stands (up to network g - 2's
-  // games); they join the window when both are done.
+  // Generation g: network g - 1's self-play (none in generation 1, which trains on the bootstrap games), then
+  // network g's training on a window that holds those games, as ml_perf/train_loop.py's train() waits for
+  // min_games_per_iteration games of network g - 1 before it samples; network g is saved when the block ends,
+  // and that is the time run_stop takes if it is the first to pass.
   BlockReport train(const Block& block, RunControl& control) override {
     const auto generation = static_cast<int64_t>(block.first_epoch_num);
     BlockReport report;
     int games = bootstrap_games_;
-    const int64_t games_per_generation = config_.integer("min_selfplay_games_per_generation");
-    const auto check_interrupt = [&] { control.check_interrupt(); };
-    std::optional<MinigoNet> frozen;
-    std::future<MinigoLoop::Generation> concurrent;  // its destructor waits for the thread, should training throw
-    if (generation > 1 && config_.boolean("overlap_selfplay")) {
-      frozen.emplace(network_of(config_, snapshot_of(loop_->net()), device_));
-      concurrent = std::async(std::launch::async, [&] {
-        return loop_->play(*frozen, generation - 1, games_per_generation, nullptr, check_interrupt);
-      });
-    } else if (generation > 1) {
-      games = loop_->play_generation(generation - 1, games_per_generation, nullptr, check_interrupt);
-    }
+    if (generation > 1)
+      games = loop_->play_generation(generation - 1, config_.integer("min_selfplay_games_per_generation"), nullptr,
+                                     [&] { control.check_interrupt(); });
     LossMeter losses(config_);
     report.samples = loop_->train_generation(
         [&](int64_t batch, double loss) {
@@ -420,7 +434,6 @@ class MinigoWorkload : public WorkloadBase {
         },
         &control);
     report.mean_loss = losses.mean();
-    if (concurrent.valid()) games = loop_->add_to_window(concurrent.get());
     report.logged = {{"actual_selfplay_games_per_generation", games}};
     saved_.push_back(snapshot_of(loop_->net()));
     return report;
@@ -435,6 +448,24 @@ class MinigoWorkload : public WorkloadBase {
   }
 
  private:
+  // The starting network and generation 0's examples from `bootstrap_dir`; returns the bootstrap's game count.
+  int load_prepared_bootstrap() {
+    const std::string dir = config_.string("bootstrap_dir");
+    if (dir.empty())
+      fail(config_.name() + ": bootstrap_dir",
+           "this preset starts from a prepared bootstrap: write it with `trainbench data make minigo --preset " +
+               config_.preset() + " --out DIR` (with the same --set settings) and give --set bootstrap_dir=DIR");
+    const std::string missing = "not found: bootstrap_dir must be a directory `trainbench data make minigo --preset " +
+                                config_.preset() + "` wrote";
+    MinigoNet start = load_network(config_, (fs::path(dir) / kStartFile).string(), device_, missing);
+    restore(loop_->net(), snapshot_of(start));
+    const fs::path games_path = fs::path(dir) / kBootstrapGamesFile;
+    if (!fs::exists(games_path)) fail(games_path.string(), missing);
+    go::ExampleFile file = go::read_example_file(games_path.string(), static_cast<int>(config_.integer("board_size")));
+    loop_->add_to_window(std::move(file.examples));
+    return file.games;
+  }
+
   // The target: --set target_model=PATH, else the one `data make minigo` wrote (the quality gate passes its
   // directory), else built here from the preset's recipe with the seed `data make` uses by default.
   MinigoNet resolve_target() {
@@ -452,10 +483,36 @@ class MinigoWorkload : public WorkloadBase {
   std::vector<Snapshot> saved_;
 };
 
+// `trainbench data make minigo` for a preset with a `bootstrap` section (the reference): the starting network
+// (start.pt, the random initialisation of `seed`, as a run of that seed starts) and the bootstrap games
+// (bootstrap.examples), with bootstrap.json naming preset, seed and flags. The target is not made here: the
+// reference's is the official one, given with --set target_model=PATH.
+void make_bootstrap(const Config& config, const std::string& out_dir, int64_t seed) {
+  fs::create_directories(out_dir);
+  torch::manual_seed(seed);
+  const MinigoNet start(net_options(config));
+  torch::save(start, (fs::path(out_dir) / kStartFile).string());
+  const int threads = 2;  // the games depend on the drivers' count: fixed, so a seed gives one bootstrap anywhere
+  const go::ExampleFile file = play_prepared_bootstrap(config, static_cast<uint64_t>(seed), threads);
+  go::write_example_file((fs::path(out_dir) / kBootstrapGamesFile).string(), file);
+  std::ofstream((fs::path(out_dir) / "bootstrap.json"))
+      << nlohmann::json{{"preset", config.preset()},
+                        {"seed", seed},
+                        {"self_play_threads", threads},
+                        {"board_size", config.integer("board_size")},
+                        {"games", file.games},
+                        {"examples", file.examples.count()},
+                        {"allow_pass", config.boolean("bootstrap_allow_pass")},
+                        {"flags", config.values().at("bootstrap")}}
+             .dump(2)
+      << "\n";
+}
+
 // `trainbench data make minigo`: the preset's target network, saved as target.pt with a note of its recipe
 // and of its strength: the win rate of its run's untrained network against it, in the preset's evaluation
-// games (what a learner must turn into at least 0.5).
+// games (what a learner must turn into at least 0.5). For the reference preset, the prepared bootstrap.
 void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
+  if (config.values().contains("bootstrap")) return make_bootstrap(config, out_dir, seed);
   if (!config.values().contains("dataset"))
     fail("--preset " + config.name(), "has no generated target; the reference's target model is given with --set target_model=PATH");
   fs::create_directories(out_dir);

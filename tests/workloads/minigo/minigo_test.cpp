@@ -1,16 +1,19 @@
 // MiniGo's network and loss against an independent python3-torch computation (two momentum-SGD steps), the
-// 48 weights_initialization names of the v1.1 rules, the batched inference MCTS uses, and the quality gate:
+// 48 weights_initialization names of the v1.1 rules, the batched inference MCTS uses, the reference preset's
+// start from a prepared bootstrap with each generation trained on the previous one's games, and the quality gate:
 // the tiny preset's loop (self-play, training, evaluation against its target after training) reaches a 50%
 // win rate through run_benchmark and its log passes the project's v1.1 review.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "support/accumulation.h"
 #include "support/quality_gate.h"
+#include "support/error_message.h"
 #include "support/torch_pickle.h"
 #include "workloads/minigo/model.h"
 
@@ -134,48 +137,68 @@ TEST(MinigoModel, BatchedInferenceMatchesTheForwardPass) {
   expect_forward_pass("all weights scaled in place");
 }
 
-// overlap_selfplay plays network g - 1's games on their own thread while network g trains. Network 1 trains on
-// the bootstrap games alone either way, so the games network 1 plays (during generation 2's training when
-// overlapped) must be the sequential loop's, move for move: played with the frozen network 1, not with the
-// one in training. Network 2's differ: overlapped, it trained without network 1's games.
-TEST(MinigoLoop, OverlappedSelfPlayUsesThePreviousNetwork) {
-  const fs::path dir = fs::temp_directory_path() / ("trainbench_minigo_overlap_" + std::to_string(::getpid()));
+// The reference preset at 5x5 sizes: without a prepared bootstrap it is refused with the command that makes
+// one; `data make` writes the starting network and the bootstrap games with the bootstrap flags (the random
+// model's games, SGF players "random model"); the run loads them, so generation 1 trains on the bootstrap's
+// games, and generation 2 waits for network 1's games (written before network 2 exists).
+TEST(MinigoBootstrap, ReferencePresetStartsFromThePreparedBootstrapAndTrainsEachGenerationOnThePreviousGames) {
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_minigo_bootstrap_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   keep_freed_memory_for_reuse();  // as trainbench's main() does
   const WorkloadEntry& entry = find_workload("minigo");
-  const std::vector<std::string> small = {"bootstrap_games=16", "min_selfplay_games_per_generation=16", "concurrent_games=16",
-                                          "eval_games=4", "max_generations=3", "dataset.target_generation=0"};
-  entry.make_dataset(Config::from_presets("minigo", entry.presets_json, "tiny", small), (dir / "target").string(), 1);
-  for (const std::string mode : {"sequential", "overlapped"}) {
-    std::vector<std::string> overrides = small;
-    overrides.push_back("overlap_selfplay=" + std::string(mode == "overlapped" ? "true" : "false"));
-    overrides.push_back("sgf_dir=" + (dir / mode).string());
+  std::vector<std::string> small = {"board_size=5", "komi=0.5", "filters=8", "trunk_blocks=1", "fc_width=8",
+                                    "num_readouts=8", "fast_readouts=4", "concurrent_games=8", "bootstrap_games=12",
+                                    "bootstrap.num_readouts=4", "min_selfplay_games_per_generation=8", "batch_size=16",
+                                    "eval_games=2", "eval_readouts=4", "max_generations=2", "precision=fp32"};
+  const auto settings_with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), small.begin(), small.end());
     WorkloadSettings settings;
-    settings.config = Config::from_presets("minigo", entry.presets_json, "tiny", overrides);
-    settings.threads = 1;  // one self-play driver; overlapped, it and training take a core each
+    settings.config = Config::from_presets("minigo", entry.presets_json, "reference", extra);
+    settings.threads = 1;
     settings.seed = 5;
-    settings.data_dir = (dir / "target").string();
-    RunOptions options;
-    options.seed = 5;
-    options.result_path = (dir / mode / "result_0.txt").string();
-    options.show_progress = false;
-    run_benchmark(*entry.create(settings), options);
-  }
+    return settings;
+  };
+  RunOptions options;
+  options.seed = 5;
+  options.show_progress = false;
+  options.result_path = (dir / "refused.txt").string();
+  const std::string refused = testing::error_message([&] { run_benchmark(*entry.create(settings_with({})), options); });
+  EXPECT_NE(refused.find("bootstrap_dir"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("trainbench data make minigo --preset reference"), std::string::npos) << refused;
+
+  const fs::path prepared = dir / "bootstrap";
+  entry.make_dataset(settings_with({"sgf_dir=" + (dir / "prepared-sgf").string()}).config, prepared.string(), 3);
+  std::ifstream note(prepared / "bootstrap.json");
+  const auto bootstrap = nlohmann::json::parse(note);
+  EXPECT_EQ(bootstrap.at("games").get<int>(), 12);
+  EXPECT_EQ(bootstrap.at("flags").at("num_readouts").get<int>(), 4);
+  EXPECT_EQ(bootstrap.at("flags").at("resign_threshold"), nlohmann::json::array({-1.0, -0.99}));
+  EXPECT_FALSE(bootstrap.at("allow_pass").get<bool>());
   const auto read = [](const fs::path& path) {
     std::ifstream in(path);
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
-  int games = 0, differing = 0;
-  for (const auto& file : fs::directory_iterator(dir / "sequential" / "generation-001")) {
-    const std::string game = read(file.path());
-    EXPECT_NE(game.find("PB[network 1]"), std::string::npos) << file.path();
-    EXPECT_EQ(read(dir / "overlapped" / "generation-001" / file.path().filename()), game) << file.path().filename();
+  EXPECT_NE(read(dir / "prepared-sgf" / "generation-000" / "game-00000.sgf").find("PB[random model]"), std::string::npos);
+
+  options.result_path = (dir / "result_0.txt").string();
+  run_benchmark(*entry.create(settings_with({"bootstrap_dir=" + prepared.string(),
+                                             "target_model=" + (prepared / "start.pt").string(),
+                                             "sgf_dir=" + (dir / "run-sgf").string()})),
+                options);
+  EXPECT_FALSE(fs::exists(dir / "run-sgf" / "generation-000")) << "the run plays no bootstrap";
+  int games = 0;
+  for (const auto& file : fs::directory_iterator(dir / "run-sgf" / "generation-001")) {
+    EXPECT_NE(read(file.path()).find("PB[network 1]"), std::string::npos) << file.path();
     ++games;
   }
-  EXPECT_EQ(games, 16);
-  for (const auto& file : fs::directory_iterator(dir / "sequential" / "generation-002"))
-    differing += read(file.path()) != read(dir / "overlapped" / "generation-002" / file.path().filename());
-  EXPECT_GT(differing, 0) << "network 2 should have trained on a different window";
+  EXPECT_EQ(games, 8);
+  // Per generation, the games it trained on: the bootstrap's 12, then network 1's 8.
+  std::vector<int> trained_on;
+  std::istringstream log(read(options.result_path));
+  for (std::string line; std::getline(log, line);)
+    if (line.find("\"actual_selfplay_games_per_generation\"") != std::string::npos)
+      trained_on.push_back(nlohmann::json::parse(line.substr(line.find('{'))).at("value").get<int>());
+  EXPECT_EQ(trained_on, (std::vector<int>{12, 8}));
   fs::remove_all(dir);
 }
 
