@@ -1,5 +1,8 @@
 #include "coco/results.h"
 
+#include <cstring>
+#include <type_traits>
+
 #include <nlohmann/json.hpp>
 
 #include "coco/annotations.h"
@@ -28,6 +31,107 @@ Detection mask_detection(int64_t image_id, int64_t category_id, Rle mask, double
   detection.segmentation.has_rle = true;
   detection.segmentation.rle = std::move(mask);
   return detection;
+}
+
+namespace {
+
+class ByteWriter {
+ public:
+  template <typename T>
+  void put(const T& value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const auto* first = reinterpret_cast<const uint8_t*>(&value);
+    bytes_.insert(bytes_.end(), first, first + sizeof(T));
+  }
+  template <typename T>
+  void put_all(const std::vector<T>& values) {
+    put<uint64_t>(values.size());
+    const auto* first = reinterpret_cast<const uint8_t*>(values.data());
+    bytes_.insert(bytes_.end(), first, first + values.size() * sizeof(T));
+  }
+  std::vector<uint8_t> take() { return std::move(bytes_); }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+class ByteReader {
+ public:
+  ByteReader(const std::vector<uint8_t>& bytes, const std::string& source) : bytes_(bytes), source_(source) {}
+  template <typename T>
+  T get() {
+    T value;
+    std::memcpy(&value, take(sizeof(T)), sizeof(T));
+    return value;
+  }
+  template <typename T>
+  std::vector<T> get_all() {
+    const auto count = get<uint64_t>();
+    if (count > (bytes_.size() - offset_) / sizeof(T)) truncated();
+    std::vector<T> values(count);
+    if (count > 0) std::memcpy(values.data(), take(count * sizeof(T)), count * sizeof(T));
+    return values;
+  }
+  bool done() const { return offset_ == bytes_.size(); }
+
+ private:
+  const uint8_t* take(size_t size) {
+    if (size > bytes_.size() - offset_) truncated();
+    const uint8_t* at = bytes_.data() + offset_;
+    offset_ += size;
+    return at;
+  }
+  [[noreturn]] void truncated() const {
+    fail(source_, "ends at byte " + std::to_string(bytes_.size()) + " inside a detection (byte " + std::to_string(offset_) +
+                      "); it is not a whole serialized detection list");
+  }
+  const std::vector<uint8_t>& bytes_;
+  const std::string& source_;
+  size_t offset_ = 0;
+};
+
+}  // namespace
+
+std::vector<uint8_t> serialize_detections(const std::vector<Detection>& detections) {
+  ByteWriter out;
+  out.put<uint64_t>(detections.size());
+  for (const Detection& detection : detections) {
+    out.put(detection.image_id);
+    out.put(detection.category_id);
+    out.put(detection.score);
+    out.put(detection.bbox);
+    out.put(detection.area);
+    out.put<uint64_t>(detection.segmentation.polygons.size());
+    for (const auto& polygon : detection.segmentation.polygons) out.put_all(polygon);
+    out.put<uint8_t>(detection.segmentation.has_rle ? 1 : 0);
+    out.put(detection.segmentation.rle.height);
+    out.put(detection.segmentation.rle.width);
+    out.put_all(detection.segmentation.rle.counts);
+  }
+  return out.take();
+}
+
+std::vector<Detection> deserialize_detections(const std::vector<uint8_t>& bytes, const std::string& source) {
+  ByteReader in(bytes, source);
+  const auto count = in.get<uint64_t>();
+  std::vector<Detection> detections;
+  for (uint64_t i = 0; i < count; ++i) {
+    Detection detection;
+    detection.image_id = in.get<int64_t>();
+    detection.category_id = in.get<int64_t>();
+    detection.score = in.get<double>();
+    detection.bbox = in.get<Box>();
+    detection.area = in.get<double>();
+    const auto polygons = in.get<uint64_t>();
+    for (uint64_t p = 0; p < polygons; ++p) detection.segmentation.polygons.push_back(in.get_all<double>());
+    detection.segmentation.has_rle = in.get<uint8_t>() != 0;
+    detection.segmentation.rle.height = in.get<uint32_t>();
+    detection.segmentation.rle.width = in.get<uint32_t>();
+    detection.segmentation.rle.counts = in.get_all<uint32_t>();
+    detections.push_back(std::move(detection));
+  }
+  if (!in.done()) fail(source, "has bytes after its " + std::to_string(count) + " detections; it is not one serialized list");
+  return detections;
 }
 
 namespace {

@@ -30,6 +30,12 @@ Detection box_detection(int64_t image_id, int64_t category_id, const Box& box, d
 // A mask result, as loadRes makes one from {"segmentation": RLE}.
 Detection mask_detection(int64_t image_id, int64_t category_id, Rle mask, double score);
 
+// Detections as bytes and back, every field bit for bit, to move them between ranks. The layout is this build's
+// (native byte order and sizes), for processes of one build, not a file format.
+std::vector<uint8_t> serialize_detections(const std::vector<Detection>& detections);
+// `source` names the buffer in the error a truncated or malformed one gets.
+std::vector<Detection> deserialize_detections(const std::vector<uint8_t>& bytes, const std::string& source);
+
 // Reads a results JSON file: a list of result objects or of 7-number rows. An empty list is no detections.
 std::vector<Detection> load_results(const std::string& path);
 std::vector<Detection> parse_results(std::string_view json_text, const std::string& source);

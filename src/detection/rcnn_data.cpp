@@ -53,6 +53,8 @@ const RcnnLoaderOptions& checked(const RcnnLoaderOptions& options) {
   data::require_positive(options.batch_size, "batch_size");
   data::require_positive(options.workers, "workers");
   data::require_positive(options.prefetch_batches, "prefetch_batches");
+  if (options.shard_whole_batches && options.mode != data::LoaderMode::Eval)
+    fail("shard_whole_batches", "deals batches out unevenly over the ranks, which only evaluation (mode Eval) can take");
   data::require_positive(options.world, "world");
   if (options.rank < 0 || options.rank >= options.world)
     fail("rank", "expected 0.." + std::to_string(options.world - 1) + ", got " + std::to_string(options.rank));
@@ -115,6 +117,13 @@ RcnnLoader::RcnnLoader(std::vector<RcnnSample> samples, const RcnnLoaderOptions&
     groups_.push_back(options_.group_by_aspect_ratio ? aspect_group(sample) : 0);
     ++group_sizes[groups_.back()];
   }
+  if (options_.shard_whole_batches) {
+    // Eval's order is the file order every epoch, so the batches this rank gets are known now.
+    const auto batches = rank_batches(data::EpochSharding::order(samples_.size(), false, options_.seed, 0, kRcnnShuffleStream));
+    batches_per_epoch_ = static_cast<int64_t>(batches.size());
+    for (const auto& batch : batches) samples_per_epoch_ += static_cast<int64_t>(batch.size());
+    return;
+  }
   // Per group: full global batches, then (without drop_last) this rank's share of the partial one.
   const int64_t global = options_.world * options_.batch_size;
   for (int64_t count : group_sizes) {
@@ -142,11 +151,18 @@ void RcnnLoader::start_epoch(int64_t epoch) {
   epoch_ = epoch;
   order_ = data::EpochSharding::order(samples_.size(), options_.mode == data::LoaderMode::Train, options_.seed,
                                       epoch, kRcnnShuffleStream);
-  // Global batches of world x batch_size positions, each from one group, in the order the epoch yields them.
-  const size_t global = size_t(options_.world) * options_.batch_size;
+  batches_ = rank_batches(order_);
+  pipeline_.start(static_cast<int64_t>(batches_.size()),
+                  [this](int64_t index, const std::atomic<bool>& stopping) { return build_batch(index, stopping); });
+}
+
+std::vector<std::vector<int64_t>> RcnnLoader::rank_batches(const std::vector<int64_t>& order) const {
+  // Global batches of world x batch_size positions (one rank's batch_size when whole batches are dealt out),
+  // each from one group, in the order the epoch yields them.
+  const size_t global = size_t(options_.shard_whole_batches ? 1 : options_.world) * options_.batch_size;
   std::vector<std::vector<int64_t>> global_batches, filling(2);
-  for (int64_t position = 0; position < int64_t(order_.size()); ++position) {
-    std::vector<int64_t>& batch = filling[groups_[order_[position]]];
+  for (int64_t position = 0; position < int64_t(order.size()); ++position) {
+    std::vector<int64_t>& batch = filling[groups_[order[position]]];
     batch.push_back(position);
     if (batch.size() == global) global_batches.push_back(std::exchange(batch, {}));
   }
@@ -155,14 +171,17 @@ void RcnnLoader::start_epoch(int64_t epoch) {
       if (!batch.empty()) global_batches.push_back(std::move(batch));
   std::stable_sort(global_batches.begin(), global_batches.end(),
                    [](const auto& a, const auto& b) { return a.front() < b.front(); });
-  batches_.clear();
-  for (const auto& batch : global_batches) {
+  std::vector<std::vector<int64_t>> batches;
+  for (size_t index = 0; index < global_batches.size(); ++index) {
+    if (options_.shard_whole_batches) {
+      if (index % size_t(options_.world) == size_t(options_.rank)) batches.push_back(std::move(global_batches[index]));
+      continue;
+    }
     std::vector<int64_t> share;
-    for (size_t j = options_.rank; j < batch.size(); j += options_.world) share.push_back(batch[j]);
-    if (!share.empty()) batches_.push_back(std::move(share));
+    for (size_t j = options_.rank; j < global_batches[index].size(); j += options_.world) share.push_back(global_batches[index][j]);
+    if (!share.empty()) batches.push_back(std::move(share));
   }
-  pipeline_.start(static_cast<int64_t>(batches_.size()),
-                  [this](int64_t index, const std::atomic<bool>& stopping) { return build_batch(index, stopping); });
+  return batches;
 }
 
 std::optional<RcnnBatch> RcnnLoader::next() {

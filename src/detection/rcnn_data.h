@@ -70,6 +70,10 @@ struct RcnnLoaderOptions {
   int workers = 2, prefetch_batches = 4;
   uint64_t seed = 1;
   int rank = 0, world = 1;
+  // Evaluation over ranks: rank r takes whole batches r, r + world, ... of the batches one rank forms, so every
+  // image is evaluated in the batch (and padding) it has with one rank, and the results do not depend on the
+  // world size. The ranks then run different numbers of batches: only for mode Eval, which has no collectives.
+  bool shard_whole_batches = false;
 };
 
 struct RcnnBatch {
@@ -114,7 +118,8 @@ constexpr std::array<float, 3> kRcnnPixelMeanBgr{102.9801f, 115.9465f, 122.7717f
 // with full batches; without drop_last (eval) they are kept, and a rank whose share of a partial global batch
 // is empty skips it. The reference groups each rank's DistributedSampler share separately and lets its
 // iteration-based sampler hide the unequal batch counts; grouping the whole epoch once keeps the ranks in
-// step instead. The reference groups its test batches too (moot at its TEST.IMS_PER_BATCH of 1).
+// step instead. The reference groups its test batches too (moot at its TEST.IMS_PER_BATCH of 1). With
+// shard_whole_batches the global batch is one rank's batch_size and the batches are dealt out whole.
 class RcnnLoader {
  public:
   RcnnLoader(std::vector<RcnnSample> samples, const RcnnLoaderOptions& options);
@@ -132,6 +137,8 @@ class RcnnLoader {
 
  private:
   RcnnBatch build_batch(int64_t batch_index, const std::atomic<bool>& stopping) const;
+  // This rank's batches of an epoch whose order of sample indices is `order`: positions in it.
+  std::vector<std::vector<int64_t>> rank_batches(const std::vector<int64_t>& order) const;
 
   const std::vector<RcnnSample> samples_;
   const RcnnLoaderOptions options_;

@@ -314,6 +314,29 @@ PendingCollective Communicator::allgather(torch::Tensor& output, const torch::Te
   });
 }
 
+PendingCollective Communicator::gather(torch::Tensor& output, const torch::Tensor& input, int root) {
+  const bool receives = env_.rank == root;
+  TORCH_CHECK(!receives || output.numel() == input.numel() * env_.world, "gather: output must hold world x input elements on the root");
+  if (env_.world == 1) {
+    output.view(-1).copy_(input.view(-1));
+    return {};
+  }
+  return launch(input.device(), [&](GroupBase& group) {
+    std::vector<torch::Tensor> inputs{input};
+    // c10d wants the root's list of per-rank outputs, and no list at all on the other ranks.
+    std::vector<std::vector<torch::Tensor>> outputs;
+    std::vector<torch::Tensor> keep{input};
+    if (receives) {
+      outputs.push_back(output.view(-1).chunk(env_.world));
+      for (auto& chunk : outputs[0]) chunk = chunk.view(input.sizes());
+      keep.push_back(output);
+    }
+    c10d::GatherOptions options;
+    options.rootRank = root;
+    return waiter(group.gather(outputs, inputs, options), keep);
+  });
+}
+
 PendingCollective Communicator::alltoall(torch::Tensor& output, const torch::Tensor& input) {
   TORCH_CHECK(output.numel() == input.numel() && input.numel() % env_.world == 0,
               "alltoall: input and output must have equal sizes divisible by world");

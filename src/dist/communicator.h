@@ -68,6 +68,9 @@ class Communicator {
   PendingCollective broadcast(torch::Tensor& tensor, int root);                    // in place
   // output = the ranks' inputs concatenated along dim 0 (output.numel() == world * input.numel()).
   PendingCollective allgather(torch::Tensor& output, const torch::Tensor& input);
+  // On `root`, output = the ranks' inputs concatenated along dim 0 (output.numel() == world * input.numel());
+  // elsewhere output is not touched and may be undefined.
+  PendingCollective gather(torch::Tensor& output, const torch::Tensor& input, int root);
   // output = rank's chunk of the sum over ranks of input (input.numel() == world * output.numel()).
   PendingCollective reduce_scatter_sum(torch::Tensor& output, const torch::Tensor& input);
   // Chunk j of input goes to rank j; chunk i of output came from rank i (equal chunks).

@@ -108,27 +108,6 @@ void GradientSync::launch_ready_buckets() {
   }
 }
 
-torch::Tensor allgather_concat(Communicator& communicator, const torch::Tensor& values) {
-  const int world = communicator.world();
-  if (world == 1) return values;
-  // Share the row counts, pad every rank's rows to the longest, gather, then drop the padding.
-  torch::Tensor count = torch::tensor({values.size(0)}, torch::kInt64).to(values.device());
-  torch::Tensor counts = torch::empty({world}, count.options());
-  communicator.allgather(counts, count).wait();
-  const auto counts_cpu = counts.cpu();
-  const int64_t longest = counts_cpu.max().item<int64_t>();
-  std::vector<int64_t> shape = values.sizes().vec();
-  shape[0] = longest;
-  torch::Tensor padded = torch::zeros(shape, values.options());
-  padded.narrow(0, 0, values.size(0)).copy_(values);
-  shape[0] = longest * world;
-  torch::Tensor gathered = torch::empty(shape, values.options());
-  communicator.allgather(gathered, padded).wait();
-  std::vector<torch::Tensor> kept;
-  for (int rank = 0; rank < world; ++rank) kept.push_back(gathered.narrow(0, rank * longest, counts_cpu[rank].item<int64_t>()));
-  return torch::cat(kept);
-}
-
 void GradientSync::finish() {
   if (communicator_.world() == 1) return;
   torch::NoGradGuard no_grad;

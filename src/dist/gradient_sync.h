@@ -6,7 +6,7 @@
 // while backward continues. finish() waits for the buckets and writes the averaged gradients back.
 //
 // Construction broadcasts rank 0's parameters and buffers, so every rank starts from the same model.
-// Tables updated row-wise (embeddings) stay out of it: their touched rows travel with allgather_concat().
+// Tables updated row-wise (embeddings) stay out of it: their touched rows travel with allgather_concat() (dist/gather.h).
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -29,11 +29,6 @@ struct GradientSyncStats {
   int buckets = 0;
   int64_t bytes_per_step = 0;
 };
-
-// Every rank's `values` concatenated along dim 0 in rank order, when ranks hold different numbers of rows:
-// how ranks exchange the rows of a replicated table they touched (embedding gradients) without sending
-// the table, or gather evaluation scores.
-torch::Tensor allgather_concat(Communicator& communicator, const torch::Tensor& values);
 
 class GradientSync {
  public:

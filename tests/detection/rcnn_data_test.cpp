@@ -384,6 +384,42 @@ TEST_F(RcnnFixture, TrainingIsSeededAndIndependentOfWorkers) {
   EXPECT_EQ(first_x, (std::set<float>{1 * 0.2f, 4}));
 }
 
+// Sharded evaluation: the ranks' batches together are one rank's batches, each whole (the same images, so the
+// same padding), dealt out in turn.
+TEST_F(RcnnFixture, EvaluationShardsDealOutOneRanksWholeBatches) {
+  RcnnLoaderOptions options;
+  options.mode = data::LoaderMode::Eval;
+  options.min_size = 6;
+  options.max_size = 10;
+  options.batch_size = 2;
+  options.drop_last = false;
+  options.shard_whole_batches = true;
+  RcnnLoader one(samples_of(kGroupingFiles), options);
+  options.world = 2;
+  options.rank = 0;
+  RcnnLoader rank0(samples_of(kGroupingFiles), options);
+  options.rank = 1;
+  RcnnLoader rank1(samples_of(kGroupingFiles), options);
+  // One rank's batches, as in GroupsByAspectRatioInTheOrderOfFirstImages.
+  EXPECT_EQ(ids(epoch(one, 0)), (std::vector<std::vector<int64_t>>{{100, 101}, {102, 104}, {103, 107}, {105, 106}, {108}}));
+  const auto batches0 = epoch(rank0, 0), batches1 = epoch(rank1, 0);
+  EXPECT_EQ(ids(batches0), (std::vector<std::vector<int64_t>>{{100, 101}, {103, 107}, {108}}));
+  EXPECT_EQ(ids(batches1), (std::vector<std::vector<int64_t>>{{102, 104}, {105, 106}}));
+  EXPECT_EQ(rank0.batches_per_epoch(), 3);
+  EXPECT_EQ(rank0.samples_per_epoch(), 5);
+  EXPECT_EQ(rank1.batches_per_epoch(), 2);
+  EXPECT_EQ(rank1.samples_per_epoch(), 4);
+  const auto batches_one = epoch(one, 0);
+  EXPECT_EQ(batches0[1].images, batches_one[2].images);
+  EXPECT_EQ(batches1[0].padded_width, batches_one[1].padded_width);
+  // More ranks than batches: the last ones evaluate nothing.
+  options.world = 6;
+  options.rank = 5;
+  RcnnLoader idle(samples_of(kGroupingFiles), options);
+  EXPECT_EQ(idle.batches_per_epoch(), 0);
+  EXPECT_TRUE(epoch(idle, 0).empty());
+}
+
 TEST_F(RcnnFixture, BadInputIsNamed) {
   std::vector<RcnnSample> samples = samples_of({"wide", "wide"});
   RcnnLoaderOptions options;
@@ -403,6 +439,9 @@ TEST_F(RcnnFixture, BadInputIsNamed) {
   loader.start_epoch(0);
   const std::string message = testing::error_message([&] { loader.next(); });
   EXPECT_NE(message.find("wide.png: is 40x30 but the annotation file says 41x30"), std::string::npos) << message;
+  options.shard_whole_batches = true;  // training mode
+  EXPECT_NE(testing::error_message([&] { RcnnLoader sharded(samples, options); }).find("shard_whole_batches"),
+            std::string::npos);
 }
 
 TEST(RcnnGenerated, CrowdsAndEmptyImagesOfTheGeneratedSet) {

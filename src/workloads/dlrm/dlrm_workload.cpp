@@ -12,6 +12,7 @@
 #include "data/criteo.h"
 #include "data/generators/criteo_synthetic.h"
 #include "dist/communicator.h"
+#include "dist/gather.h"
 #include "dist/gradient_sync.h"
 #include "util/error.h"
 #include "workloads/common.h"

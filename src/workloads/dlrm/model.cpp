@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 
+#include "dist/gather.h"
 #include "util/error.h"
 
 namespace trainbench::dlrm {

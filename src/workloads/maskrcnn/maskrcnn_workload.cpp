@@ -14,6 +14,7 @@
 #include "detection/coco_detection.h"
 #include "detection/rcnn_data.h"
 #include "dist/communicator.h"
+#include "dist/gather.h"
 #include "dist/gradient_sync.h"
 #include "util/error.h"
 #include "workloads/common.h"
@@ -69,10 +70,11 @@ detection::RcnnLoaderOptions loader_options(const Config& config, bool train, in
   options.workers = static_cast<int>(config.integer("loader_threads"));
   options.prefetch_batches = static_cast<int>(config.integer("prefetch_batches"));
   options.seed = static_cast<uint64_t>(seed);
-  // Every rank evaluates every image: the mask results are variable-length RLEs, and gathering them over the
-  // ranks would need a communicator for bytes this project does not have.
-  options.rank = train ? communicator.rank() : 0;
-  options.world = train ? communicator.world() : 1;
+  options.rank = communicator.rank();
+  options.world = communicator.world();
+  // Each rank evaluates whole batches of the ones a single rank forms, so the gathered results are the
+  // single rank's (evaluate()).
+  options.shard_whole_batches = !train;
   return options;
 }
 
@@ -271,13 +273,33 @@ class MaskRcnnWorkload : public WorkloadBase {
       control.check_interrupt();
     }
     model_->train();
-    const auto threads = static_cast<unsigned>(settings_.threads);
-    const double box_map = box_evaluator_->evaluate(boxes, "maskrcnn box detections", threads).stats[0];
-    const double mask_map = mask_evaluator_->evaluate(masks, "maskrcnn mask detections", threads).stats[0];
-    return Metric::named({{"BBOX", box_map}, {"SEGM", mask_map}});
+    // Rank 0 scores every rank's detections and sends the two mAPs back, so all ranks return one Metric. The
+    // order of images in the merged lists does not matter to COCOeval; each image's detections stay in order.
+    std::vector<double> maps(2);
+    gather_to_rank0(boxes, "maskrcnn box detections");
+    gather_to_rank0(masks, "maskrcnn mask detections");
+    if (communicator_->rank() == 0) {
+      const auto threads = static_cast<unsigned>(settings_.threads);
+      maps[0] = box_evaluator_->evaluate(boxes, "maskrcnn box detections", threads).stats[0];
+      maps[1] = mask_evaluator_->evaluate(masks, "maskrcnn mask detections", threads).stats[0];
+    }
+    communicator_->broadcast(maps, 0);
+    return Metric::named({{"BBOX", maps[0]}, {"SEGM", maps[1]}});
   }
 
  private:
+  // On rank 0, replaces `detections` with every rank's, in rank order.
+  void gather_to_rank0(std::vector<coco::Detection>& detections, const std::string& what) {
+    if (communicator_->world() == 1) return;
+    const auto buffers = dist::gather_bytes(*communicator_, coco::serialize_detections(detections), 0);
+    if (communicator_->rank() != 0) return;
+    detections.clear();
+    for (size_t rank = 0; rank < buffers.size(); ++rank) {
+      auto part = coco::deserialize_detections(buffers[rank], what + " from rank " + std::to_string(rank));
+      detections.insert(detections.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+    }
+  }
+
   MaskRcnn model_{nullptr};
   std::optional<torch::optim::SGD> optimizer_;
   std::optional<dist::GradientSync> gradients_;
