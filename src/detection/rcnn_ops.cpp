@@ -242,8 +242,8 @@ torch::Tensor roi_align(const torch::Tensor& features, const torch::Tensor& rois
   if (pooled_height <= 0 || pooled_width <= 0)
     fail("roi_align", "expected a positive pooled size, got " + std::to_string(pooled_height) + "x" +
                           std::to_string(pooled_width));
-  // Sparse matrix products have no bf16 or fp16 kernels, and autocast leaves them alone: features of a lower
-  // precision (under --precision bf16 or fp16) are pooled in fp32 and come back in their own type.
+  // Sparse matrix products have no bf16 or fp16 kernels: features of a lower precision (under --precision bf16
+  // or fp16) are pooled in fp32 and come back in their own type, and autocast must not cast the product down.
   if (features.scalar_type() == torch::kBFloat16 || features.scalar_type() == torch::kHalf)
     return roi_align(features.to(torch::kFloat), rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned)
         .to(features.scalar_type());
@@ -308,6 +308,7 @@ torch::Tensor roi_align(const torch::Tensor& features, const torch::Tensor& rois
   const auto sampling = at::_sparse_coo_tensor_unsafe(entries, weights, {roi_count * bins_per_roi, images * height * width},
                                                       weights.options().layout(torch::kSparse));
   const auto pixels = features.permute({0, 2, 3, 1}).reshape({images * height * width, channels});
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   return torch::mm(sampling, pixels).view({roi_count, pooled_height, pooled_width, channels}).permute({0, 3, 1, 2})
       .contiguous();
 }

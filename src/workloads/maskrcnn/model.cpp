@@ -549,6 +549,9 @@ std::vector<Value> rows_of(const std::vector<Value>& values, const BatchSlice& s
 TrainingStep training_step(MaskRcnn model, torch::optim::SGD& optimizer, std::vector<double> group_learning_rates,
                            torch::Tensor images, std::vector<ImageSize> sizes, std::vector<ImageTarget> targets,
                            at::Generator& generator) {
+  if (group_learning_rates.size() != optimizer.param_groups().size())
+    fail("maskrcnn training step", std::to_string(group_learning_rates.size()) + " learning rates for " +
+                                       std::to_string(optimizer.param_groups().size()) + " parameter groups");
   TrainingStep step;
   step.samples = images.size(0);
   step.loss = [=, &generator](const BatchSlice& slice) mutable {

@@ -2,6 +2,7 @@
 // + torchvision implementation written from the MLPerf reference (maskrcnn_reference.py), the test-time
 // post-processing's shape rules, the backbone converter, and the quality gate (the tiny preset through the
 // harness, its log reviewed, BBOX and SEGM both reached).
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -9,6 +10,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "support/accumulation.h"
+#include "support/error_message.h"
 #include "support/quality_gate.h"
 #include "support/torch_pickle.h"
 #include "util/error.h"
@@ -74,6 +77,36 @@ TEST(MaskRcnnModel, DetectsAtMostTheLimitWithMasksOfTheRoiResolution) {
     EXPECT_TRUE((found[i].boxes.select(1, 3) <= height - 1).all().item<bool>());
     EXPECT_TRUE((found[i].boxes >= 0).all().item<bool>());
   }
+}
+
+// --precision bf16 through the training loop, two micro-batches: RoIAlign's sparse product stays in fp32 under
+// autocast (it has no bf16 kernel), the weights and their gradients stay fp32, and the update is finite.
+TEST(MaskRcnnModel, TrainsAnUpdateInBf16WithTwoMicroBatches) {
+  torch::manual_seed(12);
+  MaskRcnn model(small_options());
+  model->train();
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const auto images = torch::randn({2, 3, 64, 64}) * 50;
+  std::vector<ImageTarget> targets(2);
+  targets[0].boxes = torch::tensor({4.f, 6.f, 33.f, 37.f}).view({1, 4});
+  targets[0].labels = torch::tensor({1}, torch::kInt64);
+  targets[0].polygons = {{{6, 8, 30, 6, 34, 28, 18, 38, 4, 24}}};
+  targets[1].boxes = torch::tensor({10.f, 10.f, 57.f, 43.f}).view({1, 4});
+  targets[1].labels = torch::tensor({2}, torch::kInt64);
+  targets[1].polygons = {{{10, 10, 58, 12, 50, 40, 12, 44}}};
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(5);
+  const Config config = testing::step_config(2, "bf16");
+  TrainingLoop loop(config, torch::kCPU, model->parameters(), nullptr);
+  const auto before = model->parameters().back().clone();
+  const double loss = loop.update(training_step(model, optimizer, {0.01}, images, {{64, 56}, {48, 64}}, targets, generator));
+  EXPECT_TRUE(std::isfinite(loss)) << loss;
+  for (const auto& item : model->named_parameters()) {
+    EXPECT_EQ(item.value().scalar_type(), torch::kFloat) << item.key();
+    if (item.value().grad().defined()) EXPECT_EQ(item.value().grad().scalar_type(), torch::kFloat) << item.key();
+  }
+  EXPECT_FALSE(torch::equal(model->parameters().back(), before));
+  EXPECT_EQ(testing::error_message([&] { training_step(model, optimizer, {0.01, 0.02}, images, {{64, 56}, {48, 64}}, targets, generator); }),
+            "maskrcnn training step: 2 learning rates for 1 parameter groups");
 }
 
 TEST(MaskRcnnParity, OneStepsFiveLossesMatchAnIndependentPyTorchImplementation) {
