@@ -198,12 +198,16 @@ void add_run_command(CLI::App& app, CommandContext& context) {
     settings.communicator = ranks->communicator();
     const bool lead = ranks->rank() == 0;  // only rank 0 writes logs and prints
     const fs::path result_dir = fs::path(*out_dir) / *system / entry.name;
-    std::error_code cannot_create;
-    if (lead && !fs::create_directories(result_dir, cannot_create) && cannot_create)  // before any training
-      fail("--out " + *out_dir, "cannot create " + result_dir.string() + ": " + cannot_create.message());
     std::vector<double> shared_seed{static_cast<double>(seed_option->count() > 0 ? *seed : std::random_device{}() & 0x7fffffff)};
     ranks->broadcast(shared_seed, 0);  // every rank must shuffle and augment alike
     const auto first_seed = static_cast<int64_t>(shared_seed[0]);
+    // The first run's workload checks its settings (batch over ranks x accumulation, precision on this device)
+    // before anything is written, so a refused run leaves no folder behind.
+    settings.seed = first_seed;
+    std::unique_ptr<Workload> workload = entry.create(settings);
+    std::error_code cannot_create;
+    if (lead && !fs::create_directories(result_dir, cannot_create) && cannot_create)  // before any training
+      fail("--out " + *out_dir, "cannot create " + result_dir.string() + ": " + cannot_create.message());
 
     std::vector<review::RunTime> times;
     for (int run = 0; run < *runs; ++run) {
@@ -216,7 +220,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
       options.show_progress = !*quiet;
       options.ranks = ranks.get();
       settings.seed = options.seed;
-      auto workload = entry.create(settings);
+      if (run > 0) workload = entry.create(settings);
       const RunOutcome outcome = run_benchmark(*workload, options);
       if (!lead) {
         if (outcome.interrupted_by) {

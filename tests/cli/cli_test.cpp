@@ -162,6 +162,18 @@ TEST_F(CliTest, RefusedRunsLeaveNoResultAndConcurrentRunsEachCommitTheirOwn) {
   Result result = run(flags + " --data " + data + " --set batch_size=-5");
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find("dlrm/tiny: batch_size: expected at least 1, got -5"), std::string::npos) << result.output;
+  result = run(flags + " --data " + data + " --set gradient_accumulation_steps=3");
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("dlrm/tiny: batch_size: 512 (the global batch) does not divide into 1 rank(s) x 3 "
+                               "(gradient_accumulation_steps) micro-batches"),
+            std::string::npos)
+      << result.output;
+  result = run(flags + " --data " + data + " --precision fp16 --device cpu");
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("dlrm/tiny: precision: fp16 (autocast with dynamic loss scaling) needs a CUDA device"),
+            std::string::npos)
+      << result.output;
+  EXPECT_FALSE(fs::exists(out)) << "a refused run made its results folder";
   result = run(flags + " --data " + (dir_ / "nowhere").string());
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find((dir_ / "nowhere").string() + ": dataset directory does not exist"), std::string::npos) << result.output;
