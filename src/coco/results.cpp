@@ -5,6 +5,7 @@
 #include "coco/annotations.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace trainbench::coco {
 
@@ -37,7 +38,7 @@ using namespace json_fields;
 // loadNumpyAnnotations: [image_id, x, y, w, h, score, category_id].
 Detection row_detection(const nlohmann::json& row, const std::string& where) {
   if (!row.is_array() || row.size() != 7)
-    fail(where, "expected a row [image_id, x, y, w, h, score, category_id], got " + row.dump());
+    fail(where, "expected a row [image_id, x, y, w, h, score, category_id], got " + json_excerpt(row));
   return box_detection(integer(row[0], where + "[0]"), integer(row[6], where + "[6]"),
                        {number(row[1], where + "[1]"), number(row[2], where + "[2]"), number(row[3], where + "[3]"),
                         number(row[4], where + "[4]")},
@@ -97,6 +98,7 @@ std::vector<Detection> parse_results(std::string_view json_text, const std::stri
     field.clear();
     return false;
   };
+  check_json_nesting(json_text, source);
   try {
     const nlohmann::json emptied_list = nlohmann::json::parse(json_text.begin(), json_text.end(), take_result);
   } catch (const nlohmann::json::parse_error& error) {
