@@ -132,7 +132,7 @@ GroundTruth parse_ground_truth(std::string_view json_text, const std::string& so
   nlohmann::json root;
   try {
     root = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& error) {
+  } catch (const nlohmann::json::exception& error) {  // parse_error, or out_of_range for a number like 1e400
     fail(source, std::string("not valid JSON: ") + error.what());
   }
   if (!root.is_object()) fail(source, "expected a COCO instances object with images, categories and annotations");

@@ -101,7 +101,7 @@ std::vector<Detection> parse_results(std::string_view json_text, const std::stri
   check_json_nesting(json_text, source);
   try {
     const nlohmann::json emptied_list = nlohmann::json::parse(json_text.begin(), json_text.end(), take_result);
-  } catch (const nlohmann::json::parse_error& error) {
+  } catch (const nlohmann::json::exception& error) {  // parse_error, or out_of_range for a number like 1e400
     fail(result_where() + (field.empty() ? "" : "." + field), std::string("not valid JSON: ") + error.what());
   }
   return detections;

@@ -91,6 +91,13 @@ TEST(ResultsFile, RefusesDeepNestingAndQuotesBadValuesBriefly) {
       message(R"([{"image_id": 1, "category_id": 1, "score": 0.5, "bbox": )" + long_box + "]}]");
   EXPECT_EQ(long_box_message.rfind("r.json: [0].bbox: expected [x, y, width, height], got [0,1,1,", 0), 0u);
   EXPECT_LT(long_box_message.size(), 200u);
+  // A number beyond double (the fuzzer's first find, and issue 32's score of 1e400) is named, not rc 3.
+  EXPECT_EQ(message(R"([{"image_id": 1, "category_id": 1, "score": 1e400, "bbox": [0, 0, 1, 1]}])")
+                .rfind("r.json: [0].score: not valid JSON: ", 0),
+            0u);
+  EXPECT_EQ(error_message([] { parse_ground_truth(R"({"images": [{"id": 5e05181}]})", "gt.json"); })
+                .rfind("gt.json: not valid JSON: ", 0),
+            0u);
 }
 
 TEST(ResultsFile, BoxResultsFollowLoadRes) {
