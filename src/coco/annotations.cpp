@@ -1,9 +1,11 @@
 #include "coco/annotations.h"
 
+#include <climits>
 #include <cmath>
 
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace trainbench::coco {
 
@@ -17,21 +19,21 @@ const nlohmann::json& member(const nlohmann::json& object, const char* key, cons
 
 int64_t integer(const nlohmann::json& value, const std::string& where) {
   if (value.is_number_integer()) return value.get<int64_t>();
-  if (value.is_number_unsigned()) fail(where, "integer " + value.dump() + " is too large");
+  if (value.is_number_unsigned()) fail(where, "integer " + json_excerpt(value) + " is too large");
   if (value.is_number_float()) {
     const double number = value.get<double>();
     if (std::trunc(number) == number && std::fabs(number) < 9e15) return static_cast<int64_t>(number);
   }
-  fail(where, "expected an integer, got " + value.dump());
+  fail(where, "expected an integer, got " + json_excerpt(value));
 }
 
 double number(const nlohmann::json& value, const std::string& where) {
-  if (!value.is_number()) fail(where, "expected a number, got " + value.dump());
+  if (!value.is_number()) fail(where, "expected a number, got " + json_excerpt(value));
   return value.get<double>();
 }
 
 Box box(const nlohmann::json& value, const std::string& where) {
-  if (!value.is_array() || value.size() != 4) fail(where, "expected [x, y, width, height], got " + value.dump());
+  if (!value.is_array() || value.size() != 4) fail(where, "expected [x, y, width, height], got " + json_excerpt(value));
   return {number(value[0], where + "[0]"), number(value[1], where + "[1]"), number(value[2], where + "[2]"),
           number(value[3], where + "[3]")};
 }
@@ -46,7 +48,7 @@ uint32_t size_field(const nlohmann::json& value, const std::string& where) {
 
 Rle rle_object(const nlohmann::json& value, const std::string& where) {
   const nlohmann::json& size = member(value, "size", where);
-  if (!size.is_array() || size.size() != 2) fail(where + ".size", "expected [height, width], got " + size.dump());
+  if (!size.is_array() || size.size() != 2) fail(where + ".size", "expected [height, width], got " + json_excerpt(size));
   const uint32_t height = size_field(size[0], where + ".size[0]"), width = size_field(size[1], where + ".size[1]");
   const nlohmann::json& counts = member(value, "counts", where);
   if (counts.is_string())
@@ -97,7 +99,10 @@ uint32_t optional_size(const nlohmann::json& image, const char* key, const std::
   const auto found = image.find(key);
   if (found == image.end()) return 0;
   const int64_t size = integer(*found, where + "." + key);
-  if (size <= 0 || size > UINT32_MAX) fail(where + "." + key, "must be a positive size");
+  // INT32_MAX: the training loaders and image decoders hold a side in an int.
+  if (size <= 0 || size > INT32_MAX)
+    fail(where + "." + key, "expected a positive size of at most " + std::to_string(INT32_MAX) + " pixels, got " +
+                                std::to_string(size));
   return static_cast<uint32_t>(size);
 }
 
@@ -123,10 +128,11 @@ Annotation annotation(const nlohmann::json& value, const std::string& where) {
 }  // namespace
 
 GroundTruth parse_ground_truth(std::string_view json_text, const std::string& source) {
+  check_json_nesting(json_text, source);
   nlohmann::json root;
   try {
     root = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& error) {
+  } catch (const nlohmann::json::exception& error) {  // parse_error, or out_of_range for a number like 1e400
     fail(source, std::string("not valid JSON: ") + error.what());
   }
   if (!root.is_object()) fail(source, "expected a COCO instances object with images, categories and annotations");
@@ -137,9 +143,10 @@ GroundTruth parse_ground_truth(std::string_view json_text, const std::string& so
     if (!images[i].is_object()) fail(where, "expected an object");
     const auto file_name = images[i].find("file_name");
     if (file_name != images[i].end() && !file_name->is_string())
-      fail(where + ".file_name", "expected a string, got " + file_name->dump());
-    truth.images.push_back({integer(member(images[i], "id", where), where + ".id"),
-                            optional_size(images[i], "height", where), optional_size(images[i], "width", where),
+      fail(where + ".file_name", "expected a string, got " + json_excerpt(*file_name));
+    const uint32_t height = optional_size(images[i], "height", where), width = optional_size(images[i], "width", where);
+    check_image_pixels(height, width, where);
+    truth.images.push_back({integer(member(images[i], "id", where), where + ".id"), height, width,
                             file_name != images[i].end() ? file_name->get<std::string>() : ""});
   }
   const nlohmann::json& categories = array_member(root, "categories", source);

@@ -13,6 +13,7 @@ namespace {
 
 uint64_t pixel_count(uint32_t height, uint32_t width) { return uint64_t{height} * width; }
 
+
 // Walks two RLEs of one size side by side, calling visit(length, in_a, in_b, last) for each stretch where neither
 // changes value. The loop and its end (both lists exhausted) are rleMerge's and rleIou's in maskApi.c.
 template <typename Visit>
@@ -42,6 +43,7 @@ void walk_together(const std::vector<uint32_t>& a, const std::vector<uint32_t>& 
 void check_sum(const Rle& rle, const std::string& where) {
   if (rle.height == 0 || rle.width == 0)
     fail(where, "RLE size [" + std::to_string(rle.height) + ", " + std::to_string(rle.width) + "] is not positive");
+  check_image_pixels(rle.height, rle.width, where);
   uint64_t total = 0;
   for (uint32_t count : rle.counts) total += count;
   if (rle.counts.empty() || total != pixel_count(rle.height, rle.width))
@@ -50,6 +52,12 @@ void check_sum(const Rle& rle, const std::string& where) {
 }
 
 }  // namespace
+
+void check_image_pixels(uint32_t height, uint32_t width, const std::string& where) {
+  if (pixel_count(height, width) > kMaxImagePixels)
+    fail(where, "height " + std::to_string(height) + " x width " + std::to_string(width) + " is more than the " +
+                    std::to_string(kMaxImagePixels) + " pixels a COCO mask can hold (32-bit run lengths)");
+}
 
 Rle encode(const std::vector<uint8_t>& column_major_mask, uint32_t height, uint32_t width) {
   if (column_major_mask.size() != pixel_count(height, width))
@@ -84,16 +92,15 @@ std::vector<uint8_t> decode(const Rle& rle) {
 
 Rle rle_from_polygon(const std::vector<double>& xy, uint32_t height, uint32_t width, const std::string& where) {
   constexpr double kScale = 5;  // maskApi.c upsamples 5x so that the boundary is found to a fifth of a pixel
-  // Far beyond any image, and small enough that the upsampled walk fits in int and in memory.
-  constexpr double kMaxCoordinate = 1e6;
   const size_t points = xy.size() / 2;
   if (points == 0) fail(where, "a polygon needs at least one point (x, y)");
   if (height == 0 || width == 0) fail(where, "cannot rasterise a polygon on an image of size 0");
+  check_image_pixels(height, width, where);
   // Vertices on the upsampled grid, rounded as maskApi.c does: (int)(5*v + .5), which truncates toward zero.
   std::vector<int> grid_x(points + 1), grid_y(points + 1);
   for (size_t j = 0; j < 2 * points; ++j) {
     const double scaled = kScale * xy[j] + .5;
-    if (!(std::fabs(xy[j]) <= kMaxCoordinate))
+    if (!(std::fabs(xy[j]) <= kMaxPolygonCoordinate))
       fail(where, "polygon coordinate " + std::to_string(xy[j]) + " is not a pixel position within +-1e6");
     (j % 2 == 0 ? grid_x : grid_y)[j / 2] = static_cast<int>(scaled);
   }
@@ -179,7 +186,11 @@ Rle segmentation_to_rle(const Segmentation& segmentation, uint32_t height, uint3
   if (segmentation.has_rle) return segmentation.rle;
   if (segmentation.polygons.empty()) fail(where, "no segmentation (polygons or RLE) to evaluate");
   // frPyObjects decides by the first part alone: exactly 4 numbers means every part is a box [x,y,w,h].
-  const bool parts_are_boxes = segmentation.polygons[0].size() == 4;
+  const size_t first_part = segmentation.polygons[0].size();
+  if (first_part < 4)
+    fail(where + "[0]", "a polygon needs at least 3 points (6 numbers); pycocotools' frPyObjects refuses a first part "
+                        "of " + std::to_string(first_part) + " numbers");
+  const bool parts_are_boxes = first_part == 4;
   std::vector<Rle> parts;
   for (size_t i = 0; i < segmentation.polygons.size(); ++i) {
     const auto& part = segmentation.polygons[i];

@@ -2,12 +2,21 @@
 // COCO instance masks as run-length encodings, computed exactly as pycocotools 2.0's common/maskApi.c does, so
 // that areas, boxes and IoUs match it bit for bit. An RLE walks the image column by column (column-major):
 // counts[0] background pixels, then counts[1] foreground pixels, and so on, summing to height * width.
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace trainbench::coco {
+
+// maskApi.c counts pixels in 32 bits (siz h, w and every run), so no image may hold more pixels than this.
+constexpr uint64_t kMaxImagePixels = UINT32_MAX;
+// Far beyond any image, and small enough that the 5x upsampled polygon walk fits in int and in memory.
+constexpr double kMaxPolygonCoordinate = 1e6;
+
+// Throws Error naming `where` when height x width is more than kMaxImagePixels.
+void check_image_pixels(uint32_t height, uint32_t width, const std::string& where);
 
 // COCO boxes are [x, y, width, height] in pixels, with no +1.
 struct Box {
@@ -50,7 +59,8 @@ Rle rle_from_polygon(const std::vector<double>& xy, uint32_t height, uint32_t wi
 Rle rle_from_box(const Box& box, uint32_t height, uint32_t width, const std::string& where);
 // A segmentation as one RLE, as pycocotools' COCO.annToRLE does: polygon parts are rasterised and merged; an RLE
 // is used as it is (with its own size). Like frPyObjects, a list whose first part has exactly 4 numbers is read
-// as a list of boxes [x,y,w,h]. Throws Error naming `where` for an empty segmentation.
+// as a list of boxes [x,y,w,h]; a first part of fewer than 4 numbers is refused, as frPyObjects raises "input
+// type is not supported" for it. Throws Error naming `where` for an empty segmentation.
 Rle segmentation_to_rle(const Segmentation& segmentation, uint32_t height, uint32_t width, const std::string& where);
 
 // rleMerge with intersect=0: the union of the parts. Parts of different sizes give an empty 0x0 RLE, as in

@@ -8,6 +8,7 @@
 #include "coco/annotations.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace trainbench::coco {
 
@@ -141,7 +142,7 @@ using namespace json_fields;
 // loadNumpyAnnotations: [image_id, x, y, w, h, score, category_id].
 Detection row_detection(const nlohmann::json& row, const std::string& where) {
   if (!row.is_array() || row.size() != 7)
-    fail(where, "expected a row [image_id, x, y, w, h, score, category_id], got " + row.dump());
+    fail(where, "expected a row [image_id, x, y, w, h, score, category_id], got " + json_excerpt(row));
   return box_detection(integer(row[0], where + "[0]"), integer(row[6], where + "[6]"),
                        {number(row[1], where + "[1]"), number(row[2], where + "[2]"), number(row[3], where + "[3]"),
                         number(row[4], where + "[4]")},
@@ -201,9 +202,10 @@ std::vector<Detection> parse_results(std::string_view json_text, const std::stri
     field.clear();
     return false;
   };
+  check_json_nesting(json_text, source);
   try {
     const nlohmann::json emptied_list = nlohmann::json::parse(json_text.begin(), json_text.end(), take_result);
-  } catch (const nlohmann::json::parse_error& error) {
+  } catch (const nlohmann::json::exception& error) {  // parse_error, or out_of_range for a number like 1e400
     fail(result_where() + (field.empty() ? "" : "." + field), std::string("not valid JSON: ") + error.what());
   }
   return detections;

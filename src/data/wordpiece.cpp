@@ -9,6 +9,7 @@
 
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace trainbench::data {
 
@@ -59,7 +60,9 @@ WordPieceTokenizer WordPieceTokenizer::from_npm_vocab_json(const std::string& pa
   const std::string marker = "\xE2\x96\x81";  // U+2581, the package's word-start marker
   nlohmann::json entries;
   try {
-    entries = nlohmann::json::parse(read_file(path));
+    const std::string text = read_file(path);
+    check_json_nesting(text, path);
+    entries = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& error) {
     fail(path, std::string("is not JSON: ") + error.what());
   }

@@ -1,13 +1,14 @@
 #include "detection/coco_detection.h"
 
-#include <filesystem>
 #include <unordered_map>
 
+#include "util/confined_path.h"
 #include "util/error.h"
 
 namespace trainbench::detection {
 
-CocoDetectionSet load_coco_detection(const std::string& annotation_file, const std::string& image_dir) {
+CocoDetectionSet load_coco_detection(const std::string& annotation_file, const std::string& image_dir,
+                                     bool allow_paths_outside_image_dir) {
   CocoDetectionSet set;
   set.ground_truth = coco::load_ground_truth(annotation_file);
   set.annotation_file = annotation_file;
@@ -32,7 +33,7 @@ CocoDetectionSet load_coco_detection(const std::string& annotation_file, const s
     if (!sample_of_image.emplace(image.id, all.size()).second)
       fail(where + ".id", "duplicate image id " + std::to_string(image.id));
     DetectionSample sample;
-    sample.path = (std::filesystem::path(image_dir) / image.file_name).string();
+    sample.path = path_inside(image_dir, image.file_name, where + ".file_name", allow_paths_outside_image_dir);
     sample.image_id = image.id;
     sample.width = static_cast<int>(image.width);
     sample.height = static_cast<int>(image.height);

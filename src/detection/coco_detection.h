@@ -14,7 +14,7 @@
 namespace trainbench::detection {
 
 struct DetectionSample {
-  std::string path;  // image_dir / file_name
+  std::string path;  // image_dir / file_name, checked to stay inside image_dir
   int64_t image_id = 0;
   int width = 0;   // from the annotation file
   int height = 0;
@@ -32,8 +32,10 @@ struct CocoDetectionSet {
 };
 
 // Throws Error naming the file and field: an image without file_name, width or height; a duplicate image id;
-// an annotation on an unknown image or category.
-CocoDetectionSet load_coco_detection(const std::string& annotation_file, const std::string& image_dir);
+// an annotation on an unknown image or category; a file_name that is absolute or leads out of image_dir, unless
+// `allow_paths_outside_image_dir` (no preset setting asks for that yet).
+CocoDetectionSet load_coco_detection(const std::string& annotation_file, const std::string& image_dir,
+                                     bool allow_paths_outside_image_dir = false);
 
 // Decodes a sample's image file; an Error naming the file when its size is not the annotation file's
 // width x height (boxes and resizing rely on it).

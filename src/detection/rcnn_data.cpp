@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "coco/mask.h"
 #include "data/image_transforms.h"
 #include "data/random.h"
 #include "util/error.h"
@@ -23,12 +24,16 @@ int aspect_group(const RcnnSample& sample) { return double(sample.height) / samp
 void check_polygons(const coco::Annotation& annotation, size_t index, const std::string& file) {
   const auto& polygons = annotation.segmentation.polygons;
   for (size_t j = 0; j < polygons.size(); ++j) {
+    const std::string where = file + ": annotations[" + std::to_string(index) + "] (id " +
+                              std::to_string(annotation.id) + ").segmentation[" + std::to_string(j) + "]";
     const size_t numbers = polygons[j].size();
     if (numbers % 2 != 0 || numbers < 6)
-      fail(file + ": annotations[" + std::to_string(index) + "] (id " + std::to_string(annotation.id) +
-               ").segmentation[" + std::to_string(j) + "]",
-           "expected a polygon of at least 3 points as x, y pairs (6 or more numbers, even), got " +
-               std::to_string(numbers) + " numbers");
+      fail(where, "expected a polygon of at least 3 points as x, y pairs (6 or more numbers, even), got " +
+                      std::to_string(numbers) + " numbers");
+    for (size_t k = 0; k < numbers; ++k)
+      if (!(std::fabs(polygons[j][k]) <= coco::kMaxPolygonCoordinate))
+        fail(where + "[" + std::to_string(k) + "]", "coordinate " + std::to_string(polygons[j][k]) +
+                                                        " is not a pixel position within +-1e6");
   }
 }
 

@@ -102,8 +102,19 @@ std::vector<uint8_t> resample_nearest(const std::vector<uint8_t>& volume, const 
 
 Shape3 resampled_shape(const Shape3& shape, const std::array<double, 3>& spacing) {
   Shape3 out{};
-  for (int axis = 0; axis < 3; ++axis)
-    out[axis] = static_cast<int64_t>(spacing[axis] / kTargetSpacing[axis] * static_cast<double>(shape[axis]));
+  double voxels = 1;
+  for (int axis = 0; axis < 3; ++axis) {
+    if (!(spacing[axis] > 0) || !std::isfinite(spacing[axis]))
+      fail("preprocess", "spacing (pixdim[" + std::to_string(axis + 1) + "]) " + std::to_string(spacing[axis]) +
+                             " mm is not a positive finite length");
+    const double size = spacing[axis] / kTargetSpacing[axis] * static_cast<double>(shape[axis]);
+    voxels *= std::max(size, 1.0);
+    if (voxels > static_cast<double>(kMaxResampledVoxels))
+      fail("preprocess", "spacing " + std::to_string(spacing[0]) + " x " + std::to_string(spacing[1]) + " x " +
+                             std::to_string(spacing[2]) + " mm would resample the volume to more than " +
+                             std::to_string(kMaxResampledVoxels) + " voxels");
+    out[axis] = static_cast<int64_t>(size);
+  }
   return out;
 }
 
@@ -160,7 +171,12 @@ int prepare_kits19(const std::string& in_dir, const std::string& out_dir, const 
     // nibabel's pixdim is float32; the reference compares those values with the target spacing.
     const std::array<double, 3> spacing{static_cast<float>(image.spacing[0]), static_cast<float>(image.spacing[1]),
                                         static_cast<float>(image.spacing[2])};
-    const PreparedCase prepared = preprocess_case(image.voxels, label.voxels, shape, spacing, min_shape);
+    PreparedCase prepared;
+    try {
+      prepared = preprocess_case(image.voxels, label.voxels, shape, spacing, min_shape);
+    } catch (const Error& error) {
+      fail((folder / "imaging.nii.gz").string(), error.what());
+    }
     const std::vector<int64_t> stored{1, prepared.shape[0], prepared.shape[1], prepared.shape[2]};
     const std::string stem = (fs::path(out_dir) / folder.filename()).string();
     write_npy(stem + "_x.npy", stored, prepared.image);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "medical/npy.h"
+
 namespace trainbench::medical {
 
 using Shape3 = std::array<int64_t, 3>;
@@ -15,6 +17,8 @@ using Shape3 = std::array<int64_t, 3>;
 inline int64_t voxel_count(const Shape3& shape) { return shape[0] * shape[1] * shape[2]; }
 
 constexpr std::array<double, 3> kTargetSpacing = {1.6, 1.2, 1.2};
+// A prepared case is written as .npy and read back by read_npy, so resampling may not make it larger.
+constexpr int64_t kMaxResampledVoxels = kMaxNpyElements;
 constexpr float kClipMin = -79.0f, kClipMax = 304.0f, kNormMean = 101.0f, kNormStd = 76.9f;
 constexpr int kCaseIdLimit = 210;  // the reference preprocesses cases 0..209 (the ones with labels)
 
@@ -37,7 +41,8 @@ struct PreparedCase {
 };
 
 // preprocess_dataset.py for one case: `spacing` is the image header's pixdim[1..3] (as float32, as nibabel
-// reads it); resampling happens only when it differs from the target spacing, as in the reference.
+// reads it); resampling happens only when it differs from the target spacing, as in the reference. An Error
+// when a spacing is not positive and finite, or would resample to more than kMaxResampledVoxels.
 PreparedCase preprocess_case(const std::vector<float>& image, const std::vector<float>& label, const Shape3& shape,
                              const std::array<double, 3>& spacing, const Shape3& min_shape);
 

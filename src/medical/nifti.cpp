@@ -59,16 +59,23 @@ NiftiVolume read_nifti(const std::string& path) {
 
   NiftiVolume volume;
   volume.datatype = image->datatype;
-  // nifti_type says 1 for a NIfTI-2 file read by this niftilib, so the version comes from the header itself.
+  // nifti_type says 1 for a NIfTI-2 file read by this niftilib, so the version comes from the header itself;
+  // so do the spacings, which niftilib replaces by 1.0 when they are 0 or not finite (nibabel keeps them).
   int header_version = 0;
-  free(nifti_read_header(path.c_str(), &header_version, 0));
+  const std::unique_ptr<void, decltype(&free)> header(nifti_read_header(path.c_str(), &header_version, 0), &free);
+  if (!header) fail(path, "not a readable NIfTI header");
   volume.version = header_version == 2 ? 2 : 1;
+  // nifti_read_header leaves the fields in the file's byte order; sizeof_hdr is 348 or 540 once they are native.
+  const int header_size = volume.version == 2 ? static_cast<const nifti_2_header*>(header.get())->sizeof_hdr
+                                              : static_cast<const nifti_1_header*>(header.get())->sizeof_hdr;
+  if (header_size != 348 && header_size != 540) swap_nifti_header(header.get(), volume.version);
   volume.big_endian = image->byteorder == kMostSignificantByteFirst;
   const int64_t ndim = image->ndim;
   if (ndim < 1 || ndim > 7) fail(path, "NIfTI ndim " + std::to_string(ndim) + " is not 1 to 7");
   for (int64_t axis = 1; axis <= ndim; ++axis) {
     volume.shape.push_back(image->dim[axis]);
-    volume.spacing.push_back(image->pixdim[axis]);
+    volume.spacing.push_back(volume.version == 2 ? static_cast<const nifti_2_header*>(header.get())->pixdim[axis]
+                                                 : static_cast<const nifti_1_header*>(header.get())->pixdim[axis]);
   }
   const int64_t count = volume.voxel_count();
   if (count != image->nvox) fail(path, "NIfTI dims do not multiply to nvox");

@@ -12,7 +12,7 @@ namespace trainbench::medical {
 
 struct NiftiVolume {
   std::vector<int64_t> shape;   // nibabel's shape: dim[1..ndim]
-  std::vector<double> spacing;  // pixdim[1..ndim]
+  std::vector<double> spacing;  // pixdim[1..ndim] as stored (nibabel's zooms), 0 or NaN included
   std::vector<float> voxels;    // C order over `shape`, scaled
   int datatype = 0;             // NIFTI_TYPE_* as stored
   int version = 1;              // 1 or 2

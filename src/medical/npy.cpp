@@ -1,5 +1,6 @@
 #include "medical/npy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,36 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, ".npy reading assumes a
 
 constexpr char kMagic[] = "\x93NUMPY";
 
+// The shape tuple's text, e.g. "1, 128, 128, 128" or "3," or "": each dimension a non-negative integer, the
+// product at most kMaxNpyElements (checked as it grows, so it cannot overflow).
+std::vector<int64_t> parse_shape(const std::string& path, const std::string& dims) {
+  std::vector<int64_t> shape;
+  int64_t elements = 1;
+  size_t start = 0;
+  while (start < dims.size()) {
+    const size_t comma = std::min(dims.find(',', start), dims.size());
+    const size_t first = dims.find_first_not_of(" \t", start), last = dims.find_last_not_of(" \t", comma - 1);
+    const bool blank = first == std::string::npos || first >= comma;
+    if (blank && comma == dims.size() && !shape.empty()) break;  // Python's trailing comma: "(3,)"
+    const std::string text = blank ? "" : dims.substr(first, last - first + 1);
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+      fail(path, ".npy shape (" + dims + ") has dimension '" + text + "'; expected a non-negative integer");
+    int64_t dim = 0;
+    for (const char digit : text) {
+      dim = dim * 10 + (digit - '0');
+      if (dim > kMaxNpyElements)
+        fail(path, ".npy shape (" + dims + ") has dimension " + text + ", more than " +
+                       std::to_string(kMaxNpyElements) + " elements");
+    }
+    if (dim != 0 && elements > kMaxNpyElements / dim)
+      fail(path, ".npy shape (" + dims + ") holds more than " + std::to_string(kMaxNpyElements) + " elements");
+    elements *= dim;
+    shape.push_back(dim);
+    start = comma + 1;
+  }
+  return shape;
+}
+
 // Parses the header dict, e.g. {'descr': '<f4', 'fortran_order': False, 'shape': (1, 128, 128, 128), }, leaving
 // `in` at the data. Returns the array's type and shape, without data.
 NpyArray parse_header(const std::string& path, std::ifstream& in) {
@@ -32,6 +63,11 @@ NpyArray parse_header(const std::string& path, std::ifstream& in) {
   in.read(reinterpret_cast<char*>(raw), length_bytes);
   if (in.gcount() < length_bytes) fail(path, "truncated .npy header");
   for (int i = length_bytes - 1; i >= 0; --i) length = (length << 8) | raw[i];
+  // numpy's own reading limit (np.load's max_header_size), checked before the header is allocated.
+  constexpr uint32_t kMaxHeaderBytes = 10000;
+  if (length > kMaxHeaderBytes)
+    fail(path, ".npy header of " + std::to_string(length) + " bytes is longer than numpy's limit of " +
+                   std::to_string(kMaxHeaderBytes));
   std::string dict(length, '\0');
   in.read(dict.data(), length);
   if (static_cast<uint32_t>(in.gcount()) < length) fail(path, "truncated .npy header");
@@ -52,10 +88,7 @@ NpyArray parse_header(const std::string& path, std::ifstream& in) {
   if (match[1] == "True") fail(path, ".npy array is in Fortran order (expected C order)");
   if (!std::regex_search(dict, match, std::regex(R"('shape'\s*:\s*\(([^)]*)\))")))
     fail(path, ".npy header has no 'shape'");
-  const std::string dims = match[1];
-  const std::regex number(R"(\d+)");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), number); it != std::sregex_iterator(); ++it)
-    header.shape.push_back(std::stoll(it->str()));
+  header.shape = parse_shape(path, match[1]);
   return header;
 }
 
@@ -90,6 +123,11 @@ NpyArray read_npy(const std::string& path) {
   if (!in) fail(path, "cannot open .npy file");
   NpyArray array = parse_header(path, in);
   const int64_t count = array.element_count();
+  // Compared with the file before allocating, so a header cannot ask for memory the data does not back.
+  const uint64_t needed = static_cast<uint64_t>(count) * (array.type == NpyType::kFloat32 ? sizeof(float) : 1);
+  const uint64_t available = std::filesystem::file_size(path) - static_cast<uint64_t>(in.tellg());
+  if (needed > available)
+    fail(path, "truncated .npy data (" + std::to_string(available) + " of " + std::to_string(needed) + " bytes)");
   char* target = nullptr;
   size_t bytes = 0;
   if (array.type == NpyType::kFloat32) {

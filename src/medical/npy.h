@@ -10,6 +10,9 @@ namespace trainbench::medical {
 
 enum class NpyType { kFloat32, kUint8 };
 
+// The most elements read_npy accepts: 16 GiB of float32, far above a KiTS19 case (about 1e8 voxels).
+constexpr int64_t kMaxNpyElements = int64_t{1} << 32;
+
 struct NpyArray {
   NpyType type = NpyType::kFloat32;
   std::vector<int64_t> shape;
@@ -20,7 +23,8 @@ struct NpyArray {
 };
 
 // Throws Error naming `path` for a missing or truncated file, a bad header, Fortran order, or a dtype other
-// than little-endian float32 ('<f4') or uint8 ('|u1').
+// than little-endian float32 ('<f4') or uint8 ('|u1'), and a shape that is not non-negative integers or holds
+// more than kMaxNpyElements.
 NpyArray read_npy(const std::string& path);
 
 void write_npy(const std::string& path, const std::vector<int64_t>& shape, const std::vector<float>& values);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <numeric>
 #include <regex>
 
@@ -13,6 +14,7 @@
 #include "review/rcp.h"
 #include "review/scoring.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace trainbench::predict {
 
@@ -158,8 +160,10 @@ Calibration calibrate_from_logs(const std::string& path, const review::Ruleset& 
   nlohmann::json description;
   if (fs::is_regular_file(description_path)) {
     std::ifstream in(description_path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    check_json_nesting(text, description_path.string());
     try {
-      description = nlohmann::json::parse(in);
+      description = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& error) {
       fail(description_path.string(), std::string("invalid JSON: ") + error.what());
     }

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <regex>
 
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace trainbench::predict {
 
@@ -13,8 +15,10 @@ namespace {
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) fail(path, "cannot be read");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  check_json_nesting(text, path);
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& error) {
     fail(path, std::string("invalid JSON: ") + error.what());
   }

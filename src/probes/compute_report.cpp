@@ -5,6 +5,7 @@
 #include "probes/environment.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace trainbench::probes {
 
@@ -103,8 +104,10 @@ nlohmann::ordered_json to_json(const ComputeProbeOptions& options, const Compute
 
 double read_measured_peak(const std::string& path, const std::string& dtype) {
   nlohmann::json report;
+  const std::string text = read_file(path);
+  check_json_nesting(text, path);
   try {
-    report = nlohmann::json::parse(read_file(path));
+    report = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& error) {
     fail(path, std::string("not JSON (expected the --json copy of `trainbench probe compute`): ") + error.what());
   }

@@ -3,49 +3,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "util/json_limits.h"
+
 namespace trainbench::review {
 
 namespace {
 
 constexpr std::string_view kToken = ":::MLLOG";
-
-// Follows JSON string literals one character at a time, so the scanners below can skip their contents.
-class JsonStringState {
- public:
-  // Consumes `c`; true when it belongs to a string literal, quotes included.
-  bool consume(char c) {
-    if (in_string_) {
-      if (escaped_)
-        escaped_ = false;
-      else if (c == '\\')
-        escaped_ = true;
-      else if (c == '"')
-        in_string_ = false;
-      return true;
-    }
-    in_string_ = c == '"';
-    return in_string_;
-  }
-
- private:
-  bool in_string_ = false, escaped_ = false;
-};
-
-// Deepest {}/[] nesting outside strings; stops counting once past `limit`.
-int nesting_depth(std::string_view text, int limit) {
-  int depth = 0, deepest = 0;
-  JsonStringState strings;
-  for (const char c : text) {
-    if (strings.consume(c)) continue;
-    if (c == '{' || c == '[') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) break;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 // nlohmann's messages start with "[json.exception.parse_error.101] "; the user needs only the rest.
 std::string without_exception_tag(const std::string& message) {
@@ -72,7 +36,7 @@ class LineParser {
     if (token == std::string_view::npos) return;
     std::string_view body = line.substr(token + kToken.size());
     while (!body.empty() && (body.front() == ' ' || body.front() == '\t')) body.remove_prefix(1);
-    if (nesting_depth(body, limits_.max_nesting) > limits_.max_nesting) {
+    if (json_nesting_depth(body, limits_.max_nesting) > limits_.max_nesting) {
       add_finding(line_number, "JSON nested deeper than " + std::to_string(limits_.max_nesting) + " levels");
       return;
     }

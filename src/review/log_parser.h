@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "review/finding.h"
+#include "util/json_limits.h"
 
 namespace trainbench::review {
 
@@ -34,7 +35,7 @@ struct ParsedLog {
 struct ParseLimits {
   size_t max_line_bytes = size_t{1} << 20;  // longer lines are reported, not parsed
   size_t max_file_bytes = size_t{1} << 30;  // larger files are refused with one finding
-  int max_nesting = 64;                     // deeper JSON is reported (keeps every later step shallow)
+  int max_nesting = kMaxJsonNesting;                    // deeper JSON is reported (keeps every later step shallow)
   size_t max_findings = 200;                // then one "N more problems" finding
   // When set, only events whose key it accepts are kept (every line is still validated), so a log of
   // millions of tracked_stats lines costs memory only for the keys a check reads.

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace trainbench::review {
 
@@ -99,6 +100,7 @@ double min_acceptable_mean(double mean, double stdev, int reference_samples, int
 RcpTable parse_rcp_table(const std::string& json_text, const std::string& origin, const RcpParameters& parameters) {
   using nlohmann::json;
   json root;
+  check_json_nesting(json_text, origin);
   try {
     root = json::parse(json_text);
   } catch (const json::exception& error) {

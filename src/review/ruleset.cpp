@@ -7,6 +7,7 @@
 #include "review/embedded_rules.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace trainbench::review {
 
@@ -188,6 +189,7 @@ const BenchmarkRules* Ruleset::benchmark(const std::string& name) const {
 
 Ruleset parse_ruleset(const std::string& json_text, const std::string& origin) {
   json root;
+  check_json_nesting(json_text, origin);
   try {
     root = json::parse(json_text);
   } catch (const json::exception& error) {

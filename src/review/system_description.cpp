@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "review/json_checks.h"
+#include "util/json_limits.h"
 #include "util/provenance.h"
 
 namespace trainbench::review {
@@ -256,6 +257,8 @@ std::vector<Finding> check_system_description_file(const std::string& path, cons
                                                    json* description) {
   const auto text = read_text(path);
   if (!text) return {{Severity::kError, path, 0, "cannot read the system description"}};
+  if (json_nesting_depth(*text, kMaxJsonNesting) > kMaxJsonNesting)
+    return {{Severity::kError, path, 0, "JSON nested deeper than " + std::to_string(kMaxJsonNesting) + " levels"}};
   json parsed;
   try {
     parsed = json::parse(*text);

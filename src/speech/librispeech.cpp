@@ -4,12 +4,15 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "speech/audio.h"
+#include "util/confined_path.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace trainbench::speech {
 
@@ -37,7 +40,9 @@ std::map<std::string, std::string> read_transcript_file(const fs::path& path) {
     const size_t space = line.find(' ');
     if (space == std::string::npos || space == 0)
       fail(path.string() + ":" + std::to_string(number), "expected '<utterance-id> TEXT', got '" + line + "'");
-    lines[line.substr(0, space)] = normalize_transcript(line.substr(space + 1));
+    const std::string id = line.substr(0, space);
+    if (!lines.emplace(id, normalize_transcript(line.substr(space + 1))).second)
+      fail(path.string() + ":" + std::to_string(number), "a second line for utterance " + id);
   }
   return lines;
 }
@@ -73,12 +78,15 @@ std::vector<Utterance> read_librispeech_subset(const std::string& root, const st
   return utterances;
 }
 
-std::vector<Utterance> read_librispeech_manifest(const std::string& manifest_path, const std::string& root) {
+std::vector<Utterance> read_librispeech_manifest(const std::string& manifest_path, const std::string& root,
+                                                 bool allow_paths_outside_root) {
   std::ifstream in(manifest_path);
   if (!in) fail(manifest_path, "cannot open the manifest");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  check_json_nesting(text, manifest_path);
   nlohmann::json manifest;
   try {
-    manifest = nlohmann::json::parse(in);
+    manifest = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& error) {
     fail(manifest_path, std::string("not valid JSON (") + error.what() + ")");
   }
@@ -95,16 +103,20 @@ std::vector<Utterance> read_librispeech_manifest(const std::string& manifest_pat
     const nlohmann::json& file = entry["files"].back();
     if (!file.contains("fname") || !file["fname"].is_string()) fail(where, "expected files[].fname");
     if (!file.contains("duration") || !file["duration"].is_number()) fail(where, "expected files[].duration");
-    const fs::path audio = fs::path(root) / file["fname"].get<std::string>();
+    const double duration = file["duration"].get<double>();
+    if (!(duration >= 0)) fail(where + ": files[].duration", "expected seconds >= 0, got " + json_excerpt(file["duration"]));
+    const fs::path audio =
+        path_inside(root, file["fname"].get<std::string>(), where + ": files[].fname", allow_paths_outside_root);
     utterances.push_back({audio.stem().string(), audio.string(), normalize_transcript(entry["transcript"].get<std::string>()),
-                          file["duration"].get<double>()});
+                          duration});
   }
   return utterances;
 }
 
-std::vector<Utterance> read_librispeech(const std::string& root, const std::string& subset) {
+std::vector<Utterance> read_librispeech(const std::string& root, const std::string& subset,
+                                        bool allow_paths_outside_root) {
   const fs::path manifest = fs::path(root) / ("librispeech-" + subset + "-wav.json");
-  if (fs::exists(manifest)) return read_librispeech_manifest(manifest.string(), root);
+  if (fs::exists(manifest)) return read_librispeech_manifest(manifest.string(), root, allow_paths_outside_root);
   if (fs::is_directory(fs::path(root) / subset)) return read_librispeech_subset(root, subset);
   fail(root, "has neither " + manifest.filename().string() + " nor a LibriSpeech subset directory " + subset + "/");
 }

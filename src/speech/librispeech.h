@@ -25,12 +25,16 @@ std::string normalize_transcript(const std::string& text);
 // .flac (an Error names the file or the line otherwise). Durations come from the FLAC headers. Ordered by id.
 std::vector<Utterance> read_librispeech_subset(const std::string& root, const std::string& subset);
 
-// One manifest of the converted form. An Error names the file and entry on a missing field.
-std::vector<Utterance> read_librispeech_manifest(const std::string& manifest_path, const std::string& root);
+// One manifest of the converted form. An Error names the file and entry on a missing field, a negative
+// duration, or an fname that is absolute or leads out of `root` unless `allow_paths_outside_root` (no preset
+// setting asks for that yet).
+std::vector<Utterance> read_librispeech_manifest(const std::string& manifest_path, const std::string& root,
+                                                 bool allow_paths_outside_root = false);
 
 // <root>/librispeech-<subset>-wav.json when it exists, else the distributed layout <root>/<subset>; an
 // Error names both when neither exists.
-std::vector<Utterance> read_librispeech(const std::string& root, const std::string& subset);
+std::vector<Utterance> read_librispeech(const std::string& root, const std::string& subset,
+                                        bool allow_paths_outside_root = false);
 
 // The reference's duration filter: keeps utterances no longer than max_duration seconds (<= 0: keep all).
 std::vector<Utterance> filter_by_duration(std::vector<Utterance> utterances, double max_duration);

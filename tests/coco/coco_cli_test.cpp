@@ -92,5 +92,26 @@ TEST(CocoEvalCommand, BadInputIsAnErrorNamingFileIndexAndField) {
   EXPECT_THROW(run({"coco-eval", "--gt", gt}), CLI::ParseError);
 }
 
+// Issue 32's reproductions through the command: each is an Error (rc 2 in main) naming the file.
+TEST(CocoEvalCommand, Issue32InputsAreNamedErrors) {
+  const std::string gt = fixture_path("instances_small.json");
+  const ScratchFile nested(std::string(100000, '[') + std::string(100000, ']'));
+  EXPECT_EQ(error_message([&] { run({"coco-eval", "--gt", gt, "--dt", nested.path()}); }),
+            nested.path() + ": JSON nested deeper than 64 levels");
+  const ScratchFile result(R"([{"image_id": 1, "category_id": 1, "score": 0.5, "bbox": [0, 0, 1, 1],
+                               "segmentation": {"size": [10, 10], "counts": "0ac0"}}])");
+  const ScratchFile huge_image(R"({"images": [{"id": 1, "height": 4000000000, "width": 4000000000}],
+    "categories": [{"id": 1}], "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 5, 5],
+    "area": 25, "iscrowd": 0, "segmentation": [[0, 0, 5, 0, 5, 5]]}]})");
+  EXPECT_EQ(error_message([&] { run({"coco-eval", "--gt", huge_image.path(), "--dt", result.path(), "--type", "segm"}); }),
+            huge_image.path() + ": images[0].height: expected a positive size of at most 2147483647 pixels, got 4000000000");
+  const ScratchFile one_point(R"({"images": [{"id": 1, "height": 10, "width": 10}],
+    "categories": [{"id": 1}], "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 5, 5],
+    "area": 25, "iscrowd": 0, "segmentation": [[1, 2]]}]})");
+  const std::string message =
+      error_message([&] { run({"coco-eval", "--gt", one_point.path(), "--dt", result.path(), "--type", "segm"}); });
+  EXPECT_NE(message.find("frPyObjects refuses a first part of 2 numbers"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace trainbench::cli

@@ -59,8 +59,45 @@ TEST(GroundTruthFile, ErrorsNameTheFileObjectAndField) {
             "gt.json: annotations[0].segmentation[1]: expected a polygon [x1, y1, x2, y2, ...]");
   EXPECT_EQ(message(R"({"images": [], "categories": []})"), "gt.json: expected a list \"annotations\"");
   EXPECT_EQ(message(R"({"images": [{"id": 1, "height": -4}], "categories": [], "annotations": []})"),
-            "gt.json: images[0].height: must be a positive size");
+            "gt.json: images[0].height: expected a positive size of at most 2147483647 pixels, got -4");
   EXPECT_NE(message(R"({"images": [)").find("gt.json: not valid JSON"), std::string::npos);
+}
+
+// Issue 32: a width of 4e9 came out of training as -294967296, and a segm ground-truth image of 4e9 x 4e9
+// took over 60 s of evaluation; deep nesting crashed the reader.
+TEST(GroundTruthFile, RefusesImagesNoMaskCanHoldAndDeepNesting) {
+  const auto message = [](const std::string& json) {
+    return error_message([&] { parse_ground_truth(json, "gt.json"); });
+  };
+  const std::string tail = R"(], "categories": [], "annotations": []})";
+  EXPECT_EQ(message(R"({"images": [{"id": 1, "height": 10, "width": 4000000000})" + tail),
+            "gt.json: images[0].width: expected a positive size of at most 2147483647 pixels, got 4000000000");
+  EXPECT_EQ(message(R"({"images": [{"id": 1, "height": 65536, "width": 65536})" + tail),
+            "gt.json: images[0]: height 65536 x width 65536 is more than the 4294967295 pixels a COCO mask can hold "
+            "(32-bit run lengths)");
+  EXPECT_EQ(message(std::string(100000, '[') + std::string(100000, ']')), "gt.json: JSON nested deeper than 64 levels");
+}
+
+// Issue 32: 100,000 nested brackets crashed coco-eval (SIGSEGV) and 20,000 levels echoed 40 KB in the message.
+TEST(ResultsFile, RefusesDeepNestingAndQuotesBadValuesBriefly) {
+  const auto message = [](const std::string& json) { return error_message([&] { parse_results(json, "r.json"); }); };
+  EXPECT_EQ(message(std::string(100000, '[') + std::string(100000, ']')), "r.json: JSON nested deeper than 64 levels");
+  const std::string deep_box = std::string(20000, '[') + std::string(20000, ']');
+  EXPECT_EQ(message(R"([{"image_id": 1, "category_id": 1, "score": 0.5, "bbox": )" + deep_box + "}]"),
+            "r.json: JSON nested deeper than 64 levels");
+  std::string long_box = "[0";
+  for (int i = 0; i < 20000; ++i) long_box += ", 1";
+  const std::string long_box_message =
+      message(R"([{"image_id": 1, "category_id": 1, "score": 0.5, "bbox": )" + long_box + "]}]");
+  EXPECT_EQ(long_box_message.rfind("r.json: [0].bbox: expected [x, y, width, height], got [0,1,1,", 0), 0u);
+  EXPECT_LT(long_box_message.size(), 200u);
+  // A number beyond double (the fuzzer's first find, and issue 32's score of 1e400) is named, not rc 3.
+  EXPECT_EQ(message(R"([{"image_id": 1, "category_id": 1, "score": 1e400, "bbox": [0, 0, 1, 1]}])")
+                .rfind("r.json: [0].score: not valid JSON: ", 0),
+            0u);
+  EXPECT_EQ(error_message([] { parse_ground_truth(R"({"images": [{"id": 5e05181}]})", "gt.json"); })
+                .rfind("gt.json: not valid JSON: ", 0),
+            0u);
 }
 
 TEST(ResultsFile, BoxResultsFollowLoadRes) {

@@ -67,6 +67,31 @@ TEST(Polygon, RejectsCoordinatesOutsideAnyImage) {
   EXPECT_EQ(error_message([] { rle_from_polygon({}, 5, 5, "p"); }), "p: a polygon needs at least one point (x, y)");
 }
 
+// Issue 32: coco-eval took 1-2 point ground-truth polygons; pycocotools' frPyObjects raises "input type is not
+// supported" for a first part of fewer than 4 numbers (4 numbers are a box, 5 or more a polygon).
+TEST(Segmentation, FirstPartOfFewerThanFourNumbersIsRefusedAsByFrPyObjects) {
+  Segmentation one_point;
+  one_point.polygons = {{1, 1}};
+  EXPECT_EQ(error_message([&] { segmentation_to_rle(one_point, 6, 6, "gt.json: annotations[0].segmentation"); }),
+            "gt.json: annotations[0].segmentation[0]: a polygon needs at least 3 points (6 numbers); pycocotools' "
+            "frPyObjects refuses a first part of 2 numbers");
+  one_point.polygons = {{1, 1, 2}};
+  EXPECT_NE(error_message([&] { segmentation_to_rle(one_point, 6, 6, "s"); }).find("first part of 3 numbers"),
+            std::string::npos);
+  Segmentation two_points_after_a_polygon;  // later parts are frPoly'd whatever their length, as in pycocotools
+  two_points_after_a_polygon.polygons = {{1, 1, 3, 1, 3, 3, 1, 3}, {4, 4, 5, 5}};
+  EXPECT_EQ(area(segmentation_to_rle(two_points_after_a_polygon, 6, 6, "s")), 4u);
+}
+
+TEST(Segmentation, ImagesBeyondThirtyTwoBitPixelCountsAreRefused) {
+  EXPECT_EQ(error_message([] { rle_from_polygon({0, 0, 1, 0, 1, 1}, 4000000000u, 4000000000u, "p"); }),
+            "p: height 4000000000 x width 4000000000 is more than the 4294967295 pixels a COCO mask can hold "
+            "(32-bit run lengths)");
+  EXPECT_NE(error_message([] { from_counts({0, 65536, 0, 65536u * 65535u}, 65536, 65536, "c"); })
+                .find("c: height 65536 x width 65536 is more than"),
+            std::string::npos);
+}
+
 TEST(Segmentation, PolygonPartsAreMerged) {
   Segmentation two_squares;
   two_squares.polygons = {{1, 1, 3, 1, 3, 3, 1, 3}, {3, 3, 5, 3, 5, 5, 3, 5}};

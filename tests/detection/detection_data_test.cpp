@@ -163,6 +163,21 @@ TEST_F(DetectionSet, UnknownCategoryIsNamed) {
             std::string::npos);
 }
 
+// Issue 32: a file_name of ../../../etc/passwd or an absolute path opened files outside --data.
+TEST_F(DetectionSet, FileNamesOutsideTheImageFolderAreRefusedUnlessAllowed) {
+  for (const std::string name : {"../../../etc/passwd", "/etc/passwd"}) {
+    const fs::path bad = root_ / "escape.json";
+    const std::string text = "{\"images\": [{\"id\": 1, \"file_name\": \"" + name +
+                             "\", \"width\": 4, \"height\": 4}], \"categories\": [], \"annotations\": []}";
+    FILE* file = std::fopen(bad.c_str(), "w");
+    std::fputs(text.c_str(), file);
+    std::fclose(file);
+    const std::string message = testing::error_message([&] { load_coco_detection(bad.string(), root_.string()); });
+    EXPECT_EQ(message.rfind(bad.string() + ": images[0].file_name: \"" + name + "\" ", 0), 0u) << message;
+    EXPECT_EQ(load_coco_detection(bad.string(), root_.string(), true).ground_truth.images.size(), 1u);
+  }
+}
+
 TEST_F(DetectionSet, LoaderIsSeededAndIndependentOfWorkers) {
   CocoDetectionSet set = train();
   const size_t count = set.samples.size();

@@ -184,6 +184,19 @@ TEST_F(RcnnFixture, ShortPolygonsAreNamedErrors) {
   }
 }
 
+// Issue 32: a polygon coordinate of 1e9 came out of training as -381137952.
+TEST_F(RcnnFixture, PolygonCoordinatesBeyondAnyImageAreNamed) {
+  const fs::path file = root_ / "far.json";
+  write_file(file, R"({"images": [{"id": 1, "file_name": "wide.png", "width": 40, "height": 30}],
+    "categories": [{"id": 1, "name": "a"}],
+    "annotations": [{"id": 4, "image_id": 1, "category_id": 1, "bbox": [1, 1, 9, 9], "area": 81, "iscrowd": 0,
+                     "segmentation": [[1, 1, 1e9, 1, 9, 9]]}]})");
+  const CocoDetectionSet far = load_coco_detection(file.string(), (root_ / "images").string());
+  EXPECT_EQ(testing::error_message([&] { rcnn_samples(far, true); }),
+            file.string() + ": annotations[0] (id 4).segmentation[0][2]: coordinate 1000000000.000000 is not a pixel "
+                            "position within +-1e6");
+}
+
 TEST_F(RcnnFixture, BatchIsResizedFlippedNormalisedAndPadded) {
   std::vector<RcnnSample> samples = rcnn_samples(set(), true);
   RcnnLoaderOptions options;

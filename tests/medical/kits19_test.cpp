@@ -2,6 +2,7 @@
 // preprocess_dataset.py steps, on generated cases written as NIfTI; the fixed evaluation split.
 #include "medical/kits19.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -66,6 +67,26 @@ TEST(Kits19, PreprocessingMatchesTheReferenceSteps) {
       expect_same_npy(dir / ("ours/" + name), dir / ("theirs/" + name));
     }
   EXPECT_FALSE(std::filesystem::exists(dir / "ours/case_00300_x.npy"));
+}
+
+// Issue 32: pixdim 1e6 ended in bad_alloc, and 0, NaN or inf were taken as 1.0.
+TEST(Kits19, SpacingsThatCannotBeResampledNameTheCase) {
+  const TempDir dir;
+  const std::vector<float> voxels(4 * 4 * 4, 0.0f);
+  const auto message = [&](const std::array<double, 3>& spacing) {
+    const std::filesystem::path case_dir = std::filesystem::path(dir / "in") / "case_00000";
+    write_nifti((case_dir / "imaging.nii.gz").string(), {4, 4, 4}, spacing, voxels, NiftiStorage::kInt16);
+    write_nifti((case_dir / "segmentation.nii.gz").string(), {4, 4, 4}, spacing, voxels, NiftiStorage::kUint8);
+    return error_message([&] { prepare_kits19(dir / "in", dir / "out", {2, 2, 2}); });
+  };
+  const std::string imaging = (std::filesystem::path(dir / "in") / "case_00000" / "imaging.nii.gz").string();
+  EXPECT_EQ(message({1e6, 1e6, 1e6}),
+            imaging + ": preprocess: spacing 1000000.000000 x 1000000.000000 x 1000000.000000 mm would resample the "
+                      "volume to more than 4294967296 voxels");
+  EXPECT_EQ(message({0, 1.2, 1.2}),
+            imaging + ": preprocess: spacing (pixdim[1]) 0.000000 mm is not a positive finite length");
+  EXPECT_NE(message({1.6, NAN, 1.2}).find("spacing (pixdim[2]) nan mm is not a positive finite length"), std::string::npos);
+  EXPECT_NE(message({1.6, 1.2, INFINITY}).find("spacing (pixdim[3]) inf mm"), std::string::npos);
 }
 
 TEST(Kits19, EvaluationCasesAreTheReferencesFixedList) {

@@ -2,6 +2,7 @@
 // writing (nibabel reads what we write), and the errors for missing, non-NIfTI and truncated files.
 #include "medical/nifti.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -94,6 +95,18 @@ TEST(Nifti, NamesTheFileAndTheProblemForBadInput) {
   packed.resize(packed.size() / 2);
   data::testing::write_file(dir / "truncated.nii.gz", packed);
   EXPECT_NE(error_message([&] { read_nifti(dir / "truncated.nii.gz"); }).find("truncated.nii.gz: "), std::string::npos);
+}
+
+// Issue 32: niftilib turns a pixdim of 0, NaN or inf into 1.0; the reader gives what the header says, as nibabel.
+TEST(Nifti, SpacingIsThePixdimTheHeaderHolds) {
+  const TempDir dir;
+  const std::vector<float> voxels(2 * 2 * 2, 1.0f);
+  write_nifti(dir / "odd.nii", {2, 2, 2}, {0, NAN, INFINITY}, voxels, NiftiStorage::kUint8);
+  const NiftiVolume volume = read_nifti(dir / "odd.nii");
+  ASSERT_EQ(volume.spacing.size(), 3u);
+  EXPECT_EQ(volume.spacing[0], 0);
+  EXPECT_TRUE(std::isnan(volume.spacing[1]));
+  EXPECT_TRUE(std::isinf(volume.spacing[2]));
 }
 
 }  // namespace

@@ -71,5 +71,38 @@ TEST(Npy, NamesTheFileForTruncatedOrForeignFiles) {
   EXPECT_NE(error_message([&] { read_npy(dir / "absent.npy"); }).find("absent.npy: cannot open"), std::string::npos);
 }
 
+// A version 1.0 file whose header says `shape`, followed by `data_bytes` zero bytes.
+std::string npy_with_shape(const std::string& shape, size_t data_bytes) {
+  const std::string dict = "{'descr': '|u1', 'fortran_order': False, 'shape': (" + shape + "), }\n";
+  std::string file = std::string("\x93NUMPY\x01\x00", 8);
+  file.push_back(static_cast<char>(dict.size() & 0xff));
+  file.push_back(static_cast<char>(dict.size() >> 8));
+  return file + dict + std::string(data_bytes, '\0');
+}
+
+// Issue 32: (1, 4294967296, 4294967296, 24) overflowed to 0 elements and was accepted, (1, -16, 24, 24) was read
+// as 16, and a 20-digit dimension ended in "unexpected failure: stoll".
+TEST(Npy, RefusesShapesThatAreNotSizesOrOverflow) {
+  const TempDir dir;
+  const auto message = [&](const std::string& shape) {
+    data::testing::write_file(dir / "case_x.npy", npy_with_shape(shape, 64));
+    return error_message([&] { read_npy(dir / "case_x.npy"); });
+  };
+  EXPECT_EQ(message("1, 4294967296, 4294967296, 24"),
+            dir / "case_x.npy" + ": .npy shape (1, 4294967296, 4294967296, 24) holds more than 4294967296 elements");
+  EXPECT_EQ(message("1, -16, 24, 24"),
+            dir / "case_x.npy" + ": .npy shape (1, -16, 24, 24) has dimension '-16'; expected a non-negative integer");
+  EXPECT_EQ(message("1, 12345678901234567890, 2"),
+            dir / "case_x.npy" + ": .npy shape (1, 12345678901234567890, 2) has dimension 12345678901234567890, more "
+                                 "than 4294967296 elements");
+  EXPECT_EQ(message("1, , 2"), dir / "case_x.npy" + ": .npy shape (1, , 2) has dimension ''; expected a non-negative integer");
+  // A header asking for more than the file holds is refused before anything is allocated.
+  EXPECT_EQ(message("1, 65536, 65536"), dir / "case_x.npy" + ": truncated .npy data (64 of 4294967296 bytes)");
+  data::testing::write_file(dir / "ok.npy", npy_with_shape("2, 3,", 6));
+  EXPECT_EQ(read_npy(dir / "ok.npy").shape, (std::vector<int64_t>{2, 3}));
+  data::testing::write_file(dir / "scalar.npy", npy_with_shape("", 1));
+  EXPECT_EQ(read_npy(dir / "scalar.npy").bytes.size(), 1u);
+}
+
 }  // namespace
 }  // namespace trainbench::medical

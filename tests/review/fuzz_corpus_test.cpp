@@ -9,6 +9,7 @@
 #include "test_support.h"
 
 extern "C" int fuzz_system_description(const uint8_t* data, size_t size);
+extern "C" int fuzz_submission(const uint8_t* data, size_t size);
 
 namespace trainbench::review {
 namespace {
@@ -29,6 +30,10 @@ TEST(FuzzCorpus, EveryInputParsesAndChecksWithoutCrashing) {
 
 TEST(FuzzCorpus, EverySystemDescriptionIsCheckedWithPrintableFindings) {
   EXPECT_GT(trainbench::testing::replay_fuzz_corpus(REVIEW_FUZZ_CORPUS_DIR "/../system_description", fuzz_system_description), 10u);
+}
+
+TEST(FuzzCorpus, EverySubmissionTreeIsReviewedWithPrintableFindings) {
+  EXPECT_GT(trainbench::testing::replay_fuzz_corpus(REVIEW_FUZZ_CORPUS_DIR "/../submission", fuzz_submission), 1u);
 }
 
 }  // namespace

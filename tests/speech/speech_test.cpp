@@ -105,6 +105,33 @@ TEST(LibriSpeech, ReadsTheReferenceManifestForm) {
             dir / "librispeech-x-wav.json" + ": entry 0: expected files[].duration");
 }
 
+// Issue 32: an fname of ../../../etc/passwd or an absolute path opened files outside --data, a duration of -5
+// and a duplicate transcript line were accepted.
+TEST(LibriSpeech, ManifestEntriesOutsideTheDataFolderOrOfNegativeLengthAreNamed) {
+  TempDir dir;
+  const auto manifest_error = [&](const std::string& fname, const std::string& duration) {
+    write_file(dir / "librispeech-x-wav.json",
+               R"([{"transcript": "a", "files": [{"fname": ")" + fname + R"(", "duration": )" + duration + "}]}]");
+    return error_of([&] { read_librispeech(dir.path().string(), "x"); });
+  };
+  const std::string manifest = dir / "librispeech-x-wav.json";
+  EXPECT_EQ(manifest_error("../../../etc/passwd", "1"),
+            manifest + ": entry 0: files[].fname: \"../../../etc/passwd\" leads out of " + dir.path().string() +
+                "; expected a path inside it");
+  EXPECT_EQ(manifest_error("/etc/passwd", "1"),
+            manifest + ": entry 0: files[].fname: \"/etc/passwd\" is an absolute path; expected a path relative to " +
+                dir.path().string());
+  EXPECT_EQ(manifest_error("a.wav", "-5"), manifest + ": entry 0: files[].duration: expected seconds >= 0, got -5");
+  write_file(dir / "librispeech-x-wav.json", std::string(100000, '[') + std::string(100000, ']'));
+  EXPECT_EQ(error_of([&] { read_librispeech(dir.path().string(), "x"); }), manifest + ": JSON nested deeper than 64 levels");
+  write_file(dir / "librispeech-y-wav.json", R"([{"transcript": "a", "files": [{"fname": "/srv/a.wav", "duration": 1}]}])");
+  EXPECT_EQ(read_librispeech_manifest(dir / "librispeech-y-wav.json", dir.path().string(), true)[0].audio_path, "/srv/a.wav");
+  write_chapter(dir, "twice", "19-198-0000 A\n19-198-0000 B\n");
+  EXPECT_NE(error_of([&] { read_librispeech(dir.path().string(), "twice"); })
+                .find("19-198.trans.txt:2: a second line for utterance 19-198-0000"),
+            std::string::npos);
+}
+
 TEST(SpeechText, WordErrorRateCountsEditsAgainstTheReference) {
   EXPECT_EQ(word_errors("the cat sat", "the cat sat").errors, 0);
   EXPECT_EQ(word_errors("the cat sat", "the cat sat").words, 3);
