@@ -259,9 +259,20 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
 }
 
 // Real LibriSpeech in in_dir: the reference's manifests (pointing at the FLAC files where they are) for the
-// preset's subsets, and the sentencepiece model trained on the training transcripts.
+// preset's subsets, and the sentencepiece model trained on the training transcripts. Manifest paths are
+// relative to out_dir, as the loader confines them: FLACs outside it are reached through out_dir/librispeech, a
+// link to in_dir.
 void prepare_dataset(const Config& config, const std::string& in_dir, const std::string& out_dir) {
   fs::create_directories(out_dir);
+  const fs::path source = fs::absolute(in_dir).lexically_normal(), prepared = fs::absolute(out_dir).lexically_normal();
+  const fs::path inside = source.lexically_relative(prepared);
+  const bool source_inside = !inside.empty() && *inside.begin() != "..";
+  const fs::path link = prepared / "librispeech";
+  if (!source_inside && !fs::exists(fs::symlink_status(link))) fs::create_directory_symlink(source, link);
+  const auto manifest_path = [&](const fs::path& audio) {
+    const fs::path within_source = fs::absolute(audio).lexically_normal().lexically_relative(source);
+    return (source_inside ? inside / within_source : fs::path("librispeech") / within_source).generic_string();
+  };
   std::vector<std::string> subsets = config.values().at("train_subsets").get<std::vector<std::string>>();
   const size_t train_count = subsets.size();
   subsets.push_back(config.string("eval_subset"));
@@ -270,7 +281,7 @@ void prepare_dataset(const Config& config, const std::string& in_dir, const std:
     nlohmann::json manifest = nlohmann::json::array();
     for (const speech::Utterance& utterance : speech::read_librispeech_subset(in_dir, subsets[s])) {
       manifest.push_back({{"transcript", utterance.transcript},
-                          {"files", {{{"fname", fs::absolute(utterance.audio_path).string()}, {"duration", utterance.duration}, {"speed", 1}}}},
+                          {"files", {{{"fname", manifest_path(utterance.audio_path)}, {"duration", utterance.duration}, {"speed", 1}}}},
                           {"original_duration", utterance.duration}});
       if (s < train_count) transcripts.push_back(utterance.transcript);
     }

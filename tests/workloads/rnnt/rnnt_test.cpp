@@ -11,11 +11,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "support/accumulation.h"
 #include "dist/communicator.h"
+#include "speech/librispeech.h"
+#include "support/accumulation.h"
 #include "support/quality_gate.h"
 #include "support/torch_pickle.h"
 #include "workloads/bert/lamb.h"
+#include "workloads/registry.h"
 #include "workloads/rnnt/model.h"
 
 namespace trainbench::rnnt {
@@ -216,6 +218,27 @@ TEST(RnntModel, AccumulatedMicroBatchesGiveTheFullBatchsGradient) {
   const auto token_counts = torch::tensor({3, 2, 3, 1}, torch::kInt64);
   testing::expect_accumulation_matches_full_batch(
       *model, [&] { return training_step(model, optimizer, features, frame_counts, tokens, token_counts, 1e-3); });
+}
+
+// `data prepare rnnt` of a LibriSpeech tree outside the prepared folder writes manifests the loader reads
+// without leaving --data: fnames relative to the prepared folder, through its link to the source tree.
+TEST(RnntData, PreparedManifestsNamePathsInsideTheirFolder) {
+  const fs::path root = fs::temp_directory_path() / ("trainbench_rnnt_prepare_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const WorkloadEntry& entry = find_workload("rnnt");
+  const Config config = Config::from_presets("rnnt", entry.presets_json, "tiny",
+                                             {"dataset.train_utterances=40", "dataset.eval_utterances=4"});
+  entry.make_dataset(config, (root / "source").string(), 1);
+  entry.prepare_dataset(config, (root / "source").string(), (root / "prepared").string());
+  const std::string subset = config.values().at("train_subsets")[0].get<std::string>();
+  const auto utterances = speech::read_librispeech_manifest(
+      (root / "prepared" / ("librispeech-" + subset + "-wav.json")).string(), (root / "prepared").string());
+  ASSERT_EQ(utterances.size(), 40u);
+  for (const auto& utterance : utterances) {
+    EXPECT_EQ(utterance.audio_path.rfind((root / "prepared" / "librispeech").string(), 0), 0u) << utterance.audio_path;
+    EXPECT_TRUE(fs::exists(utterance.audio_path)) << utterance.audio_path;
+  }
+  fs::remove_all(root);
 }
 
 }  // namespace
