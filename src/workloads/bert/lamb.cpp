@@ -102,10 +102,6 @@ Lamb::Lamb(const std::vector<torch::Tensor>& parameters, const LambOptions& opti
                       torch::zeros_like(parameter, torch::MemoryFormat::Contiguous), true});
 }
 
-void Lamb::zero_grad() {
-  for (auto& slot : slots_) slot.parameter.mutable_grad().reset();
-}
-
 bool Lamb::can_fuse() const {
   if (!options_.fused()) return false;
   for (const auto& slot : slots_) {

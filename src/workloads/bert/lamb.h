@@ -32,7 +32,6 @@ class Lamb {
   // Every parameter decays (and takes the trust ratio): apex FusedLAMB with one parameter group, as the RNN-T
   // reference builds it.
   Lamb(const std::vector<torch::Tensor>& parameters, const LambOptions& options);
-  void zero_grad();  // drops the gradients (backward then writes fresh ones instead of adding)
   void step(double learning_rate);
   // The global gradient norm before clipping, from the last step.
   double last_gradient_norm() const { return last_gradient_norm_; }

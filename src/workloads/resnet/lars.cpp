@@ -9,11 +9,6 @@ Lars::Lars(std::vector<torch::Tensor> parameters, const LarsOptions& options) : 
     slots_.push_back({parameter, torch::zeros_like(parameter), !is_bn_or_bias(parameter)});
 }
 
-void Lars::zero_grad() {
-  for (auto& slot : slots_)
-    if (slot.parameter.grad().defined()) slot.parameter.mutable_grad().zero_();
-}
-
 void Lars::step(double learning_rate) {
   torch::NoGradGuard no_grad;
   const double weight_decay = options_.weight_decay();

@@ -21,7 +21,6 @@ class Lars {
   Lars(std::vector<torch::Tensor> parameters, const LarsOptions& options);
 
   void step(double learning_rate);
-  void zero_grad();
 
   const LarsOptions& options() const { return options_; }
 

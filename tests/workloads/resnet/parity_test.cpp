@@ -64,7 +64,7 @@ TEST(ResNetParity, TwoLarsStepsMatchAnIndependentPyTorchImplementation) {
   Lars lars(model->parameters(), LarsOptions().momentum(momentum).weight_decay(weight_decay).eta(eta));
   model->train();
   for (int step = 0; step < 2; ++step) {
-    lars.zero_grad();
+    model->zero_grad();
     const auto logits = model->forward(images);
     auto loss = torch::nn::functional::cross_entropy(
         logits, labels, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing));

@@ -158,13 +158,11 @@ TEST(RnntModel, TwoStepsAndGreedyDecodingMatchAnIndependentPyTorchImplementation
   const std::vector<torch::Tensor> parameters = model->parameters();
   bert::Lamb optimizer(parameters, bert::LambOptions().beta1(0.9).beta2(0.999).epsilon(1e-9).weight_decay(1e-3).max_grad_norm(1.0));
   model->train();
+  const Config step_config = testing::step_config(1);
+  TrainingLoop loop(step_config, torch::kCPU, parameters, nullptr);
   for (int step = 1; step <= 2; ++step) {
-    optimizer.zero_grad();
-    const torch::Tensor loss = training_loss(model, features, frame_counts, tokens, token_counts);
-    loss.backward();
-    optimizer.step(lr);
-    update_ema(ema, model, decay);
-    EXPECT_NEAR(loss.item<double>(), tensor_at(expected, "loss" + std::to_string(step)).item<double>(), 1e-4) << "step " << step;
+    const double loss = loop.update(training_step(model, optimizer, features, frame_counts, tokens, token_counts, lr, ema, decay));
+    EXPECT_NEAR(loss, tensor_at(expected, "loss" + std::to_string(step)).item<double>(), 1e-4) << "step " << step;
   }
   for (const auto& item : model->named_parameters()) {
     const std::string key = std::regex_replace(item.key(), std::regex("\\.lstm\\."), ".");
