@@ -13,6 +13,7 @@
 #include "support/accumulation.h"
 #include "support/error_message.h"
 #include "support/quality_gate.h"
+#include "support/rules_tensors.h"
 #include "support/torch_pickle.h"
 #include "util/error.h"
 #include "workloads/maskrcnn/model.h"
@@ -49,6 +50,7 @@ TEST(MaskRcnnModel, NamesTheRulesTensorsAndFreezesTheStemAndRes2) {
   EXPECT_EQ(names.front(), "FPN_inner_block1");
   EXPECT_EQ(names[8], "RPNHead_conv");
   EXPECT_EQ(names.back(), "ROI_MASK_PREDICTOR_fcn_logits");
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()), testing::rules_tensor_names("closed_maskrcnn"));
   MaskRcnn model(small_options());
   for (const auto& item : model->named_parameters()) {
     const bool frozen = item.key().rfind("body.conv1", 0) == 0 || item.key().rfind("body.layer1.", 0) == 0;

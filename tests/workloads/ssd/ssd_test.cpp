@@ -10,6 +10,7 @@
 #include "support/accumulation.h"
 #include "detection/box_ops.h"
 #include "support/quality_gate.h"
+#include "support/rules_tensors.h"
 #include "support/torch_pickle.h"
 #include "util/error.h"
 #include "workloads/ssd/model.h"
@@ -45,6 +46,7 @@ TEST(SsdModel, FeatureSizesAndBoxCountsFollowTheInputSize) {
   EXPECT_EQ(names.front(), "ssd0_resnetmlperf0_conv0_weight");
   EXPECT_EQ(names[3 + 3 * 6 + 3 * 8], "ssd0_resnetmlperf0_stage2_conv8_weight");
   EXPECT_EQ(names.back(), "ssd0_convpredictor5_conv0_bias");
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()), testing::rules_tensor_names("closed_ssd"));
 }
 
 TEST(SsdModel, MatchedBoxesSurviveEncodeAndDecode) {
