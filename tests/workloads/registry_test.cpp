@@ -55,9 +55,10 @@ TEST(Registry, EveryPresetDescribesItselfWithATargetFromThePreset) {
 TEST(Registry, EverySettingRuleIsASettingOfSomePreset) {
   for (const auto& entry : workload_registry()) {
     std::set<std::string> used;
-    for (const std::string& preset : Config::preset_names(entry.name, entry.presets_json))
-      for (const auto& [key, value] : Config::from_presets(entry.name, entry.presets_json, preset, {}).values().items())
-        used.insert(key);
+    for (const std::string& preset : Config::preset_names(entry.name, entry.presets_json)) {
+      const Config config = Config::from_presets(entry.name, entry.presets_json, preset, {});  // items() must not outlive it
+      for (const auto& [key, value] : config.values().items()) used.insert(key);
+    }
     for (const std::string& name : setting_rules(entry).names()) EXPECT_TRUE(used.count(name)) << entry.name << ": " << name;
   }
 }
@@ -75,7 +76,8 @@ TEST(Registry, ASettingOutsideItsRuleIsRefusedNamingItAndTheRange) {
 TEST(Registry, SettingsHelpListsEverySettingOfThePreset) {
   for (const auto& entry : workload_registry()) {
     const std::string help = settings_help(entry, "tiny");
-    for (const auto& [key, value] : Config::from_presets(entry.name, entry.presets_json, "tiny", {}).values().items())
+    const Config tiny = Config::from_presets(entry.name, entry.presets_json, "tiny", {});
+    for (const auto& [key, value] : tiny.values().items())
       EXPECT_NE(help.find("\n  " + key + (value.is_object() ? ": " : " = ")), std::string::npos) << entry.name << ": " << key;
   }
 }
