@@ -1,6 +1,7 @@
 #pragma once
 // For tests of the settings a workload refuses when it is built, before a run opens its log: the message of
-// the Error that building `benchmark`'s `preset` with `overrides` on the CPU throws.
+// the Error that checking `benchmark`'s `preset` with `overrides` against its rules, then building it on the
+// CPU, throws.
 #include <string>
 #include <vector>
 
@@ -12,10 +13,12 @@ namespace trainbench::testing {
 inline std::string construction_error(const std::string& benchmark, const std::string& preset,
                                       const std::vector<std::string>& overrides) {
   const WorkloadEntry& entry = find_workload(benchmark);
-  WorkloadSettings settings;
-  settings.config = Config::from_presets(entry.name, entry.presets_json, preset, overrides);
-  settings.device = "cpu";
-  return error_message([&] { entry.create(settings); });
+  return error_message([&] {
+    WorkloadSettings settings;
+    settings.config = preset_config(entry, preset, overrides);
+    settings.device = "cpu";
+    entry.create(settings);
+  });
 }
 
 }  // namespace trainbench::testing
