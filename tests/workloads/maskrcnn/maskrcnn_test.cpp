@@ -15,6 +15,7 @@
 #include "support/quality_gate.h"
 #include "support/rules_tensors.h"
 #include "support/torch_pickle.h"
+#include "support/workload_refusal.h"
 #include "util/error.h"
 #include "workloads/maskrcnn/model.h"
 
@@ -42,6 +43,21 @@ MaskRcnnOptions small_options() {
       .fpn_post_nms_top_n_test(50)
       .box_fc_size(32)
       .mask_conv_channels({8, 8, 8, 8});
+}
+
+// What no range of settings.json can judge is refused when the workload is built, before the log opens.
+TEST(MaskRcnnWorkload, RefusesAWarmupStartingBelowZeroAndTooManyLoaderThreads) {
+  EXPECT_EQ(testing::construction_error("maskrcnn", "tiny", {"warmup_factor=0.01"}),
+            "maskrcnn/tiny: warmup_factor: warmup_steps x warmup_factor (1.0) must be at most base_learning_rate "
+            "(0.02): the warm-up would start at a negative learning rate");
+  EXPECT_EQ(testing::construction_error("maskrcnn", "tiny", {"loader_threads=1000"})
+                .rfind("maskrcnn/tiny: loader_threads: expected at most ", 0),
+            0u);
+  // The presets' factors are their base rate over warmup_steps, to decimal rounding (0.12 / 625 = 0.000192).
+  for (const char* preset : {"tiny", "mini"})
+    EXPECT_EQ(testing::construction_error("maskrcnn", preset, {}), "(no Error thrown)");
+  EXPECT_EQ(testing::construction_error("maskrcnn", "reference", {"precision=fp32", "loader_threads=1"}),
+            "(no Error thrown)");
 }
 
 TEST(MaskRcnnModel, NamesTheRulesTensorsAndFreezesTheStemAndRes2) {
