@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "data/generators/bert_pretraining.h"
+#include "data/generators/dataset_directory.h"
 #include "dist/gradient_sync.h"
 #include "util/error.h"
 #include "workloads/bert/pretraining.h"
@@ -258,7 +259,8 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
   options.eval_every_nth_document = dataset.integer("eval_every_nth_document");
   options.eval_samples = dataset.integer("eval_samples");
   options.train_shards = dataset.integer("train_shards");
-  data::make_bert_dataset(out_dir, options);
+  // A staging folder renamed at the end: a failed make leaves nothing a retry would refuse.
+  data::write_new_dataset_directory(out_dir, [&](const fs::path& staging) { data::make_bert_dataset(staging.string(), options); });
 }
 
 void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
