@@ -127,9 +127,22 @@ int64_t eval_interval_samples(const Config& config) {
   return static_cast<int64_t>(std::floor(samples / 25000.0)) * 25000;
 }
 
+// The rules that no range of settings.json states (the bounds are other settings), checked before the log opens.
+void check_settings(const Config& config) {
+  const int64_t seq = config.integer("seq_length"), predictions = config.integer("max_predictions");
+  if (predictions > seq)
+    fail(config.name() + ": max_predictions", std::to_string(predictions) + " is more than seq_length " + std::to_string(seq) +
+                                                  ": a sequence has no more tokens to mask");
+  const int64_t max_samples = config.integer("max_samples");
+  if (config.values().contains("eval_interval_samples") && config.integer("eval_interval_samples") > max_samples)
+    fail(config.name() + ": eval_interval_samples",
+         std::to_string(config.integer("eval_interval_samples")) + " is more than max_samples " + std::to_string(max_samples) +
+             ": the run would end before its first evaluation");
+}
+
 class BertWorkload : public WorkloadBase {
  public:
-  explicit BertWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {}
+  explicit BertWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) { check_settings(config_); }
 
   WorkloadDescription describe() const override {
     WorkloadDescription description = base_description("seq");
