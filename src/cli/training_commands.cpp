@@ -122,7 +122,8 @@ struct WorkloadFlags {
     return help_settings;
   }
 
-  // Resolves the dataset: --data, or the preset's generated dataset (made on first use).
+  // Resolves the dataset: --data, or the preset's generated dataset, which generate_data() makes on first use
+  // once the workload has checked its settings.
   WorkloadSettings settings(const WorkloadEntry& entry, bool require_data) const {
     for (const std::string& assignment : overrides) require_utf8("--set " + assignment.substr(0, assignment.find('=')), assignment);
     std::vector<std::string> effective_overrides = overrides;
@@ -137,26 +138,31 @@ struct WorkloadFlags {
     } else if (!data_dir.empty()) {
       settings.data_dir = data_dir;
     } else if (settings.config.values().contains("dataset")) {
-      settings.data_dir = ensure_generated_dataset(entry, settings.config);
+      settings.data_dir = generated_dataset_dir(entry).string();
     } else if (require_data) {
       fail("--data", "preset '" + preset + "' of " + entry.name + " trains on the real dataset; pass its directory");
     }
     return settings;
   }
 
-  // With several ranks on one machine, local rank 0 generates and the others wait for its marker.
-  std::string ensure_generated_dataset(const WorkloadEntry& entry, const Config& config) const {
-    const fs::path dir = fs::path(data_root) / (entry.name + "-" + preset + "-seed" + std::to_string(kDefaultDatasetSeed));
-    if (fs::exists(dir / kCompleteMarker)) return dir.string();
+  fs::path generated_dataset_dir(const WorkloadEntry& entry) const {
+    return fs::path(data_root) / (entry.name + "-" + preset + "-seed" + std::to_string(kDefaultDatasetSeed));
+  }
+
+  // Makes the preset's generated dataset when the run uses it and it is not there yet. With several ranks on
+  // one machine, local rank 0 generates and the others wait for its marker.
+  void generate_data(const WorkloadEntry& entry, const WorkloadSettings& settings) const {
+    if (!data_dir.empty() || settings.data_dir.empty()) return;  // --data, or no dataset
+    const fs::path dir = settings.data_dir;
+    if (fs::exists(dir / kCompleteMarker)) return;
     if (dist::detect_rank_environment().local_rank != 0) {
       std::cerr << "Waiting for local rank 0 to generate " << dir.string() << " ...\n";
       while (!fs::exists(dir / kCompleteMarker)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      return dir.string();
+      return;
     }
     std::cerr << "Generating the " << entry.name << " " << preset << " dataset in " << dir.string() << " ...\n";
     fs::remove_all(dir);  // an earlier, interrupted generation
-    generate_dataset(entry, config, dir, kDefaultDatasetSeed);
-    return dir.string();
+    generate_dataset(entry, settings.config, dir, kDefaultDatasetSeed);
   }
 };
 
@@ -237,9 +243,10 @@ void add_run_command(CLI::App& app, CommandContext& context) {
     ranks->broadcast(shared_seed, 0);  // every rank must shuffle and augment alike
     const auto first_seed = static_cast<int64_t>(shared_seed[0]);
     // The first run's workload checks its settings (batch over ranks x accumulation, precision on this device)
-    // before anything is written, so a refused run leaves no folder behind.
+    // before anything is written or generated, so a refused run leaves no folder behind.
     settings.seed = first_seed;
     std::unique_ptr<Workload> workload = entry.create(settings);
+    flags->generate_data(entry, settings);
     std::optional<ResultFolders> folders;
     if (lead) folders.emplace(result_dir, "--out " + *out_dir);  // before any training
 
@@ -325,6 +332,8 @@ void add_bench_command(CLI::App& app) {
     WorkloadSettings settings = flags->settings(entry, false);
     const auto ranks = RankSession::join(flags->comm_timeout);
     settings.communicator = ranks->communicator();
+    entry.create(settings);  // the workload's own checks of its settings, before a dataset is generated
+    flags->generate_data(entry, settings);
     std::ostringstream other_ranks_output;  // ranks other than 0 measure alongside but do not print
     const bool lead = ranks->rank() == 0;
     // With --json, rank 0's lines go to the screen and to a copy the training line is read back from.
