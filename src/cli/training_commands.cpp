@@ -59,6 +59,7 @@ struct WorkloadFlags {
   std::string device = "auto";
   bool skip_corrupt = false;
   double comm_timeout = 300;
+  bool help_settings = false;
 
   void add_to(CLI::App* command) {
     command->add_option("benchmark", benchmark, "Benchmark (" + benchmark_names() + ")")->required();
@@ -73,7 +74,9 @@ struct WorkloadFlags {
     if (!without_data.empty()) data_help += "\n  (" + without_data + ": no dataset)";
     command->add_option("--data", data_dir, data_help);
     command->add_option("--data-root", data_root, "Where generated datasets are kept")->capture_default_str();
-    command->add_option("--set", overrides, "Override a preset setting, key=value (repeatable)");
+    command->add_option("--set", overrides, "Override a preset setting, key=value (repeatable); --help-settings lists them");
+    command->add_flag("--help-settings", help_settings,
+                      "Print every setting of the preset: its value, what it may be and what it is; then exit");
     command->add_option("--precision", precision,
                         "Training precision, as --set precision=...: fp32, bf16 (autocast, CPU or CUDA) or fp16 (autocast with "
                         "dynamic loss scaling, CUDA); default: the preset's (fp32, reference presets fp16 as NVIDIA trained)")
@@ -88,13 +91,19 @@ struct WorkloadFlags {
         ->capture_default_str()->check(number_above(0));
   }
 
+  // --help-settings: true when the table was printed and the command has nothing more to do.
+  bool printed_settings_help(const WorkloadEntry& entry) const {
+    if (help_settings) std::cout << settings_help(entry, preset);
+    return help_settings;
+  }
+
   // Resolves the dataset: --data, or the preset's generated dataset (made on first use).
   WorkloadSettings settings(const WorkloadEntry& entry, bool require_data) const {
     for (const std::string& assignment : overrides) require_utf8("--set " + assignment.substr(0, assignment.find('=')), assignment);
     std::vector<std::string> effective_overrides = overrides;
     if (!precision.empty()) effective_overrides.push_back("precision=" + precision);
     WorkloadSettings settings;
-    settings.config = Config::from_presets(entry.name, entry.presets_json, preset, effective_overrides);
+    settings.config = preset_config(entry, preset, effective_overrides);
     settings.threads = threads;
     settings.device = device;
     settings.skip_corrupt = skip_corrupt;
@@ -193,6 +202,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
     check_system_name(*system);
     require_utf8("--org", submission->org);
     const WorkloadEntry& entry = find_workload(flags->benchmark);
+    if (flags->printed_settings_help(entry)) return;
     WorkloadSettings settings = flags->settings(entry, true);
     const auto ranks = RankSession::join(flags->comm_timeout);
     settings.communicator = ranks->communicator();
@@ -287,6 +297,7 @@ void add_bench_command(CLI::App& app) {
     if (!peak_path->empty()) bench->peak_flops = probes::read_measured_peak(*peak_path, "fp32");
     if (bench->memory && !bench->profile_path.empty()) fail("--memory", "measures one step; it cannot be combined with --profile");
     const WorkloadEntry& entry = find_workload(flags->benchmark);
+    if (flags->printed_settings_help(entry)) return;
     WorkloadSettings settings = flags->settings(entry, false);
     const auto ranks = RankSession::join(flags->comm_timeout);
     settings.communicator = ranks->communicator();
@@ -326,7 +337,7 @@ void add_data_command(CLI::App& app) {
   make->callback([=] {
     const WorkloadEntry& entry = find_workload(*benchmark);
     if (!entry.make_dataset) fail(entry.name, "has no dataset to generate (it learns from its own self-play)");
-    const Config config = Config::from_presets(entry.name, entry.presets_json, *preset, *overrides);
+    const Config config = preset_config(entry, *preset, *overrides);
     if (fs::exists(*out) && !fs::is_empty(*out)) fail("--out " + *out, "exists and is not empty; choose a new directory");
     generate_dataset(entry, config, *out, *seed);
     std::cout << "wrote the " << entry.name << " " << *preset << " dataset (seed " << *seed << ") to " << *out << "\n";
@@ -348,7 +359,7 @@ void add_data_command(CLI::App& app) {
   prepare->callback([=] {
     const WorkloadEntry& entry = find_workload(*prepare_benchmark);
     if (!entry.prepare_dataset) fail(entry.name, "reads its dataset as published; there is nothing to prepare");
-    const Config config = Config::from_presets(entry.name, entry.presets_json, *prepare_preset, *prepare_overrides);
+    const Config config = preset_config(entry, *prepare_preset, *prepare_overrides);
     entry.prepare_dataset(config, *in, *prepared);
     std::cout << "prepared the " << entry.name << " dataset from " << *in << " in " << *prepared << "\n";
   });

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace trainbench {
 
@@ -24,7 +25,8 @@ bool same_kind(const nlohmann::json& preset_value, const nlohmann::json& overrid
   return preset_value.type() == override_value.type();
 }
 
-nlohmann::json parse_override_value(const std::string& text) {
+nlohmann::json parse_override_value(const std::string& key, const std::string& text) {
+  check_json_nesting(text, "--set " + key);
   nlohmann::json parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   return parsed.is_discarded() ? nlohmann::json(text) : parsed;
 }
@@ -60,7 +62,7 @@ Config Config::from_presets(const std::string& workload, const std::string& pres
     if (equals == std::string::npos || equals == 0)
       fail("--set " + assignment, "expected key=value");
     const std::string key = assignment.substr(0, equals);
-    const nlohmann::json value = parse_override_value(assignment.substr(equals + 1));
+    const nlohmann::json value = parse_override_value(key, assignment.substr(equals + 1));
     // "dataset.train_per_class" names a setting inside a nested object.
     std::string pointer_text = "/" + key;
     std::replace(pointer_text.begin(), pointer_text.end(), '.', '/');

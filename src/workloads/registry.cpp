@@ -1,22 +1,35 @@
 #include "workloads/registry.h"
 
+#include "harness/setting_rules.h"
 #include "util/error.h"
 
 // The benchmarks, in the order the rules list them. Each name is a folder under src/workloads/ that
 // defines trainbench::<name>::registry_entry().
 #define TRAINBENCH_BENCHMARKS(X) X(resnet) X(ssd) X(maskrcnn) X(unet3d) X(rnnt) X(bert) X(dlrm) X(minigo)
 
-#define TRAINBENCH_DECLARE_ENTRY(name) \
-  namespace trainbench::name {         \
-  WorkloadEntry registry_entry();      \
+// Each folder's settings.json is embedded as trainbench_settings_<name> (src/workloads/CMakeLists.txt).
+#define TRAINBENCH_DECLARE_ENTRY(name)                 \
+  extern const char* const trainbench_settings_##name; \
+  namespace trainbench::name {                         \
+  WorkloadEntry registry_entry();                      \
   }
 TRAINBENCH_BENCHMARKS(TRAINBENCH_DECLARE_ENTRY)
 #undef TRAINBENCH_DECLARE_ENTRY
+extern const char* const trainbench_settings_shared;  // src/workloads/settings.json: the keys every benchmark has
 
 namespace trainbench {
 
+namespace {
+
+WorkloadEntry with_settings(WorkloadEntry entry, const char* settings_json) {
+  entry.settings_json = settings_json;
+  return entry;
+}
+
+}  // namespace
+
 const std::vector<WorkloadEntry>& workload_registry() {
-#define TRAINBENCH_ENTRY(name) name::registry_entry(),
+#define TRAINBENCH_ENTRY(name) with_settings(name::registry_entry(), trainbench_settings_##name),
   static const std::vector<WorkloadEntry> entries = {TRAINBENCH_BENCHMARKS(TRAINBENCH_ENTRY)};
 #undef TRAINBENCH_ENTRY
   return entries;
@@ -26,6 +39,20 @@ const WorkloadEntry& find_workload(const std::string& name) {
   for (const auto& entry : workload_registry())
     if (entry.name == name) return entry;
   fail("benchmark '" + name + "'", "unknown (expected one of: " + benchmark_names() + ")");
+}
+
+SettingRules setting_rules(const WorkloadEntry& entry) {
+  return SettingRules::parse(entry.name, {trainbench_settings_shared, entry.settings_json});
+}
+
+Config preset_config(const WorkloadEntry& entry, const std::string& preset, const std::vector<std::string>& overrides) {
+  Config config = Config::from_presets(entry.name, entry.presets_json, preset, overrides);
+  setting_rules(entry).check(config);
+  return config;
+}
+
+std::string settings_help(const WorkloadEntry& entry, const std::string& preset) {
+  return setting_rules(entry).help_text(Config::from_presets(entry.name, entry.presets_json, preset, {}));
 }
 
 std::string benchmark_names(const std::function<bool(const WorkloadEntry&)>& filter) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/config.h"
+#include "harness/setting_rules.h"
 #include "harness/workload.h"
 
 namespace trainbench {
@@ -58,6 +59,8 @@ struct WorkloadEntry {
   // Converts the real dataset in in_dir once into the form the workload trains from (in out_dir); empty
   // for workloads that read their dataset as published.
   std::function<void(const Config&, const std::string& in_dir, const std::string& out_dir)> prepare_dataset;
+  // What each setting of the presets may be (the folder's settings.json); registry.cpp fills it in.
+  const char* settings_json = nullptr;
 
   bool uses_dataset() const { return !dataset.empty(); }
 };
@@ -71,6 +74,13 @@ std::unique_ptr<Workload> construct_workload(const WorkloadSettings& settings) {
 const std::vector<WorkloadEntry>& workload_registry();
 // Throws Error naming the known benchmarks when `name` is not one of them.
 const WorkloadEntry& find_workload(const std::string& name);
+// The shared rules with the benchmark's own.
+SettingRules setting_rules(const WorkloadEntry& entry);
+// A preset with the user's --set overrides, checked against the benchmark's setting rules: what every run,
+// bench and dataset generation starts from, so a value outside its rule is refused before anything is read.
+Config preset_config(const WorkloadEntry& entry, const std::string& preset, const std::vector<std::string>& overrides);
+// --help-settings: the preset's settings, each with what it may be and what it is.
+std::string settings_help(const WorkloadEntry& entry, const std::string& preset);
 // "mini, reference, tiny": the entry's presets, each wrapped in `quote` (e.g. "`" for Markdown).
 std::string preset_list(const WorkloadEntry& entry, const std::string& quote = "");
 // "resnet, bert, dlrm": for help texts; with a filter, only the entries it accepts.

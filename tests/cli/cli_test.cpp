@@ -141,6 +141,37 @@ TEST_F(CliTest, InputThatUsedToCrashIsANamedError) {
   EXPECT_EQ(files_under(dir_ / "results"), 0);
 }
 
+// Issue 32's settings that crashed, hung, ran away or ended in a committed log: each is refused by its rule,
+// naming the setting, before a dataset is generated or a results folder made.
+TEST_F(CliTest, SettingsOutsideTheirRulesAreRefusedByNameBeforeAnythingIsWritten) {
+  const std::string out = " --quiet --threads 1 --data-root " + (dir_ / "data").string() + " --out " + (dir_ / "results").string();
+  for (const std::string setting :
+       {"unet3d batch_size=0", "unet3d learning_rate=-1", "unet3d validation_overlap=1", "unet3d max_epochs=0",
+        "unet3d start_eval_at=0", "rnnt stack_time_factor=0", "rnnt eval_batch_size=0", "rnnt loader_workers=100000",
+        "rnnt num_buckets=0", "rnnt encoder_hidden=0", "rnnt ema=2", "ssd loader_threads=100000", "ssd max_detections=0",
+        "ssd score_threshold=2", "ssd max_epochs=-1", "maskrcnn fpn_channels=0", "maskrcnn base_learning_rate=-1",
+        "minigo batch_size=0", "minigo window_size=0", "minigo filter_amount=0", "minigo bootstrap_games=0",
+        "minigo board_size=0", "minigo filters=0", "minigo trunk_blocks=-1", "minigo komi=1e308",
+        "minigo max_generations=0", "minigo eval_games=0", "resnet eval_interval_epochs=0", "bert max_samples=0",
+        "dlrm batch_size=-5"}) {
+    const std::string benchmark = setting.substr(0, setting.find(' ')), assignment = setting.substr(setting.find(' ') + 1);
+    const Result result = run("run " + benchmark + " --preset tiny --set " + assignment + out);
+    EXPECT_EQ(result.exit_code, 2) << setting << ": " << result.output;
+    EXPECT_NE(result.output.find("trainbench: --set " + assignment + ": expected "), std::string::npos) << result.output;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
+  EXPECT_FALSE(fs::exists(dir_ / "data"));
+}
+
+TEST_F(CliTest, HelpSettingsPrintsEverySettingWithItsRangeAndMeaning) {
+  const Result result = run("run unet3d --preset tiny --help-settings");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("Settings of unet3d/tiny"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("\n  batch_size = 8\n      an integer from 1 to "), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("\n  precision = \"fp32\"\n      one of fp32, bf16, fp16. Training precision"), std::string::npos)
+      << result.output;
+}
+
 // Issue 18: a system name is one folder under --out, never a way out of it.
 TEST_F(CliTest, SystemNameMustBeOnePathComponent) {
   for (const std::string name : {"../../escape", "a/b", "..", "\"$(printf 'line\\nbreak')\"", "''"}) {

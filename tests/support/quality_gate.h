@@ -28,7 +28,7 @@ class QualityGateRun {
     keep_freed_memory_for_reuse();  // as trainbench's main() does, so the gate trains at `trainbench run`'s speed
     const WorkloadEntry& entry = find_workload(benchmark);
     WorkloadSettings settings;
-    settings.config = Config::from_presets(benchmark, entry.presets_json, preset, {});
+    settings.config = preset_config(entry, preset, {});
     settings.threads = 2;
     settings.seed = seed;
     if (entry.make_dataset) {

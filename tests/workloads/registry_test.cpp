@@ -31,10 +31,10 @@ TEST(Registry, EveryPresetDescribesItselfWithATargetFromThePreset) {
     for (const std::string& preset : presets) {
       SCOPED_TRACE(entry.name + "/" + preset);
       WorkloadSettings settings;
-      settings.config = Config::from_presets(entry.name, entry.presets_json, preset, {});
+      settings.config = preset_config(entry, preset, {});  // every preset satisfies its setting rules
       // The reference presets train in fp16, as NVIDIA's submissions did; fp16 needs CUDA.
       EXPECT_EQ(settings.config.string("precision"), preset == "reference" ? "fp16" : "fp32");
-      if (preset == "reference") settings.config = Config::from_presets(entry.name, entry.presets_json, preset, {"precision=fp32"});
+      if (preset == "reference") settings.config = preset_config(entry, preset, {"precision=fp32"});
       settings.device = "cpu";
       const WorkloadDescription description = entry.create(settings)->describe();
       EXPECT_EQ(description.benchmark, entry.name);
@@ -48,6 +48,35 @@ TEST(Registry, EveryPresetDescribesItselfWithATargetFromThePreset) {
         EXPECT_EQ(settings.config.values().contains("dataset"), preset != "reference");
       }
     }
+  }
+}
+
+// A rule no preset uses is a setting that was renamed or removed.
+TEST(Registry, EverySettingRuleIsASettingOfSomePreset) {
+  for (const auto& entry : workload_registry()) {
+    std::set<std::string> used;
+    for (const std::string& preset : Config::preset_names(entry.name, entry.presets_json))
+      for (const auto& [key, value] : Config::from_presets(entry.name, entry.presets_json, preset, {}).values().items())
+        used.insert(key);
+    for (const std::string& name : setting_rules(entry).names()) EXPECT_TRUE(used.count(name)) << entry.name << ": " << name;
+  }
+}
+
+TEST(Registry, ASettingOutsideItsRuleIsRefusedNamingItAndTheRange) {
+  EXPECT_EQ(testing::error_message([] { preset_config(find_workload("unet3d"), "tiny", {"batch_size=0"}); })
+                .find("--set batch_size=0: expected an integer from 1 to "),
+            0u);
+  EXPECT_EQ(testing::error_message([] { preset_config(find_workload("resnet"), "tiny", {"precision=fp8"}); }),
+            "--set precision=fp8: expected one of fp32, bf16, fp16, got \"fp8\" (" +
+                std::string("Training precision: fp32, bf16 autocast (CPU or CUDA), or fp16 autocast with dynamic loss "
+                            "scaling (CUDA only); fp32 master weights always)"));
+}
+
+TEST(Registry, SettingsHelpListsEverySettingOfThePreset) {
+  for (const auto& entry : workload_registry()) {
+    const std::string help = settings_help(entry, "tiny");
+    for (const auto& [key, value] : Config::from_presets(entry.name, entry.presets_json, "tiny", {}).values().items())
+      EXPECT_NE(help.find("\n  " + key + (value.is_object() ? ": " : " = ")), std::string::npos) << entry.name << ": " << key;
   }
 }
 
