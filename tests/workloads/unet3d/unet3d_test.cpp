@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "medical/kits19.h"
 #include "medical/npy.h"
 #include "support/accumulation.h"
 #include "support/error_message.h"
