@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -57,7 +58,34 @@ std::vector<T> pad_edge(const std::vector<T>& volume, const Shape3& shape, const
   return out;
 }
 
+// The first voxel of `values` for which `bad` holds, as an Error naming `path`, the voxel and `what` it is.
+template <typename T, typename Bad>
+void refuse_first(const std::vector<T>& values, const Shape3& shape, const std::string& path, Bad bad, const std::string& what) {
+  const auto found = std::find_if(values.begin(), values.end(), bad);
+  if (found == values.end()) return;
+  const auto index = static_cast<int64_t>(found - values.begin());
+  char text[160];
+  std::snprintf(text, sizeof text, "voxel (%lld, %lld, %lld) is %g; expected %s",
+                static_cast<long long>(index / (shape[1] * shape[2])), static_cast<long long>(index / shape[2] % shape[1]),
+                static_cast<long long>(index % shape[2]), static_cast<double>(*found), what.c_str());
+  fail(path, text);
+}
+
+constexpr const char* kLabelsExpected = "a label 0 (background), 1 (kidney) or 2 (tumour)";
+
 }  // namespace
+
+void check_labels(const std::vector<float>& labels, const Shape3& shape, const std::string& path) {
+  refuse_first(labels, shape, path, [](float value) { return value != 0 && value != 1 && value != 2; }, kLabelsExpected);
+}
+
+void check_labels(const std::vector<uint8_t>& labels, const Shape3& shape, const std::string& path) {
+  refuse_first(labels, shape, path, [](uint8_t value) { return value > 2; }, kLabelsExpected);
+}
+
+void check_intensities(const std::vector<float>& image, const Shape3& shape, const std::string& path) {
+  refuse_first(image, shape, path, [](float value) { return !std::isfinite(value); }, "a finite intensity");
+}
 
 const std::vector<std::string>& evaluation_case_ids() {
   static const std::vector<std::string> ids = {
@@ -168,6 +196,8 @@ int prepare_kits19(const std::string& in_dir, const std::string& out_dir, const 
     if (label.shape != image.shape)
       fail((folder / "segmentation.nii.gz").string(), "its shape differs from imaging.nii.gz");
     const Shape3 shape{image.shape[0], image.shape[1], image.shape[2]};
+    check_intensities(image.voxels, shape, (folder / "imaging.nii.gz").string());
+    check_labels(label.voxels, shape, (folder / "segmentation.nii.gz").string());
     // nibabel's pixdim is float32; the reference compares those values with the target spacing.
     const std::array<double, 3> spacing{static_cast<float>(image.spacing[0]), static_cast<float>(image.spacing[1]),
                                         static_cast<float>(image.spacing[2])};

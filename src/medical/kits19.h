@@ -31,6 +31,13 @@ std::vector<float> resample_trilinear(const std::vector<float>& volume, const Sh
 // interpolate(size=..., mode="nearest"): source index floor(i * in / out) in float, as PyTorch computes it.
 std::vector<uint8_t> resample_nearest(const std::vector<uint8_t>& volume, const Shape3& from, const Shape3& to);
 
+// An Error naming `path`, the first offending voxel's (d, h, w) in `shape` (C order) and its value, for a label
+// other than 0 (background), 1 (kidney) or 2 (tumour), or an intensity that is NaN or infinite: the reference
+// fails on the first (a one-hot class that does not exist) and diverges on the second.
+void check_labels(const std::vector<float>& labels, const Shape3& shape, const std::string& path);
+void check_labels(const std::vector<uint8_t>& labels, const Shape3& shape, const std::string& path);
+void check_intensities(const std::vector<float>& image, const Shape3& shape, const std::string& path);
+
 // The reference's new shape: (spacing / target * shape) truncated to integers.
 Shape3 resampled_shape(const Shape3& shape, const std::array<double, 3>& spacing);
 
@@ -48,7 +55,7 @@ PreparedCase preprocess_case(const std::vector<float>& image, const std::vector<
 
 // Reads in_dir/case_XXXXX/{imaging,segmentation}.nii.gz for ids below 210 and writes out_dir/case_XXXXX_x.npy
 // (float32, 1 x D x H x W) and _y.npy (uint8). Returns the number of cases written; an Error when in_dir has
-// none or a case is unreadable.
+// none, or a case is unreadable or fails check_labels / check_intensities.
 int prepare_kits19(const std::string& in_dir, const std::string& out_dir, const Shape3& min_shape);
 
 struct PreparedFiles {

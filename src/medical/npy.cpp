@@ -118,6 +118,12 @@ int64_t NpyArray::element_count() const {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
 }
 
+NpyArray read_npy_header(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open .npy file");
+  return parse_header(path, in);
+}
+
 NpyArray read_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open .npy file");

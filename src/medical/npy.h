@@ -26,6 +26,8 @@ struct NpyArray {
 // than little-endian float32 ('<f4') or uint8 ('|u1'), and a shape that is not non-negative integers or holds
 // more than kMaxNpyElements.
 NpyArray read_npy(const std::string& path);
+// read_npy's checks of the header alone: the type and shape, no data read (floats and bytes stay empty).
+NpyArray read_npy_header(const std::string& path);
 
 void write_npy(const std::string& path, const std::vector<int64_t>& shape, const std::vector<float>& values);
 void write_npy(const std::string& path, const std::vector<int64_t>& shape, const std::vector<uint8_t>& values);

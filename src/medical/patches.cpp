@@ -158,11 +158,13 @@ std::vector<float> gaussian_importance(const Shape3& roi) {
   return result;
 }
 
+int64_t window_stride(int64_t roi, double overlap) { return static_cast<int64_t>(static_cast<double>(roi) * (1 - overlap)); }
+
 WindowPlan plan_sliding_windows(const Shape3& shape, const Shape3& roi, double overlap) {
   WindowPlan plan;
   std::array<int64_t, 3> count{};
   for (int axis = 0; axis < 3; ++axis) {
-    plan.stride[axis] = static_cast<int64_t>(static_cast<double>(roi[axis]) * (1 - overlap));
+    plan.stride[axis] = window_stride(roi[axis], overlap);
     if (plan.stride[axis] < 1) fail("unet3d evaluation", "the window stride must be at least one voxel");
     int64_t crop = shape[axis] % plan.stride[axis];
     if (crop >= plan.stride[axis] / 2) crop = 0;

@@ -47,6 +47,9 @@ void sample_training_patch(const float* image, const uint8_t* label, const Shape
 // its maximum (C order over roi), as gaussian_kernel computes it in float64, rounded to float.
 std::vector<float> gaussian_importance(const Shape3& roi);
 
+// sliding_window_inference's stride along an axis of the window: roi * (1 - overlap), truncated to voxels.
+int64_t window_stride(int64_t roi, double overlap);
+
 // sliding_window_inference's geometry for a volume: strides roi * (1 - overlap); per axis, `shape % stride`
 // cropped off (centred) when under stride / 2; then constant padding, split evenly, to a multiple of the stride
 // and at least the roi; windows at every stride.

@@ -90,7 +90,7 @@ std::vector<Utterance> read_librispeech_manifest(const std::string& manifest_pat
   } catch (const nlohmann::json::exception& error) {
     fail(manifest_path, std::string("not valid JSON (") + error.what() + ")");
   }
-  if (!manifest.is_array()) fail(manifest_path, "expected a JSON list of utterances");
+  if (!manifest.is_array() || manifest.empty()) fail(manifest_path, "expected a JSON list of utterances, at least one");
   std::vector<Utterance> utterances;
   for (size_t i = 0; i < manifest.size(); ++i) {
     const nlohmann::json& entry = manifest[i];

@@ -25,9 +25,9 @@ std::string normalize_transcript(const std::string& text);
 // .flac (an Error names the file or the line otherwise). Durations come from the FLAC headers. Ordered by id.
 std::vector<Utterance> read_librispeech_subset(const std::string& root, const std::string& subset);
 
-// One manifest of the converted form. An Error names the file and entry on a missing field, a negative
-// duration, or an fname that is absolute or leads out of `root` unless `allow_paths_outside_root` (no preset
-// setting asks for that yet).
+// One manifest of the converted form. An Error names the file when it lists no utterance, and the file and
+// entry on a missing field, a negative duration, or an fname that is absolute or leads out of `root` unless
+// `allow_paths_outside_root` (no preset setting asks for that yet).
 std::vector<Utterance> read_librispeech_manifest(const std::string& manifest_path, const std::string& root,
                                                  bool allow_paths_outside_root = false);
 

@@ -57,6 +57,7 @@ std::vector<std::vector<int64_t>> rank_share(const std::vector<std::vector<int64
 }
 
 std::vector<std::vector<int64_t>> sequential_batches(int64_t begin, int64_t end, int64_t batch_size) {
+  if (batch_size < 1) fail("eval_batch_size", "expected at least 1, got " + std::to_string(batch_size));
   std::vector<std::vector<int64_t>> batches;
   for (int64_t first = begin; first < end; first += batch_size) {
     batches.emplace_back();

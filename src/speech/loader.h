@@ -23,7 +23,8 @@ std::vector<std::vector<int64_t>> bucketing_batches(const std::vector<double>& d
 // Rank `rank`'s contiguous share [rank * B / world, (rank + 1) * B / world) of every batch.
 std::vector<std::vector<int64_t>> rank_share(const std::vector<std::vector<int64_t>>& batches, int rank, int world);
 
-// Consecutive batches of batch_size over [begin, end) in order (the last may be partial): evaluation.
+// Consecutive batches of batch_size over [begin, end) in order (the last may be partial): evaluation. An Error
+// naming eval_batch_size when batch_size is below 1.
 std::vector<std::vector<int64_t>> sequential_batches(int64_t begin, int64_t end, int64_t batch_size);
 
 struct SpeechBatch {

@@ -89,6 +89,35 @@ TEST(Kits19, SpacingsThatCannotBeResampledNameTheCase) {
   EXPECT_NE(message({1.6, 1.2, INFINITY}).find("spacing (pixdim[3]) inf mm"), std::string::npos);
 }
 
+// Issue 32: a label of 7 reached training as c10's "Target 7 is out of bounds." (rc 3), and a NaN intensity as
+// "training diverged". Both are named with the file and voxel, in NIfTI (prepare) and .npy (training) form.
+TEST(Kits19, LabelsOutsideTheThreeClassesAndNonFiniteIntensitiesNameTheVoxel) {
+  const Shape3 shape{2, 3, 4};
+  std::vector<uint8_t> labels(24, 1);
+  EXPECT_NO_THROW(check_labels(labels, shape, "y.npy"));
+  labels[1 * 12 + 2 * 4 + 3] = 7;
+  EXPECT_EQ(error_message([&] { check_labels(labels, shape, "y.npy"); }),
+            "y.npy: voxel (1, 2, 3) is 7; expected a label 0 (background), 1 (kidney) or 2 (tumour)");
+  std::vector<float> image(24, -0.5f);
+  EXPECT_NO_THROW(check_intensities(image, shape, "x.npy"));
+  image[5] = NAN;
+  EXPECT_EQ(error_message([&] { check_intensities(image, shape, "x.npy"); }), "x.npy: voxel (0, 1, 1) is nan; expected a finite intensity");
+  image[5] = -INFINITY;
+  EXPECT_EQ(error_message([&] { check_intensities(image, shape, "x.npy"); }), "x.npy: voxel (0, 1, 1) is -inf; expected a finite intensity");
+
+  const TempDir dir;
+  const std::filesystem::path case_dir = std::filesystem::path(dir / "in") / "case_00000";
+  const std::vector<float> zeros(4 * 4 * 4, 0.0f);
+  std::vector<float> segmentation = zeros;
+  segmentation[4 * 4 * 4 - 1] = 3;
+  write_nifti((case_dir / "imaging.nii.gz").string(), {4, 4, 4}, {1.6, 1.2, 1.2}, zeros, NiftiStorage::kInt16);
+  write_nifti((case_dir / "segmentation.nii.gz").string(), {4, 4, 4}, {1.6, 1.2, 1.2}, segmentation, NiftiStorage::kUint8);
+  EXPECT_EQ(error_message([&] { prepare_kits19(dir / "in", dir / "out", {2, 2, 2}); }),
+            (case_dir / "segmentation.nii.gz").string() +
+                ": voxel (3, 3, 3) is 3; expected a label 0 (background), 1 (kidney) or 2 (tumour)");
+  EXPECT_FALSE(std::filesystem::exists(dir / "out/case_00000_x.npy"));
+}
+
 TEST(Kits19, EvaluationCasesAreTheReferencesFixedList) {
   const auto& ids = evaluation_case_ids();
   ASSERT_EQ(ids.size(), 42u);

@@ -104,5 +104,17 @@ TEST(Npy, RefusesShapesThatAreNotSizesOrOverflow) {
   EXPECT_EQ(read_npy(dir / "scalar.npy").bytes.size(), 1u);
 }
 
+TEST(Npy, HeaderAloneGivesTypeAndShapeWithReadNpysChecks) {
+  const TempDir dir;
+  write_npy(dir / "case_y.npy", {1, 2, 3, 4}, std::vector<uint8_t>(24, 1));
+  const NpyArray header = read_npy_header(dir / "case_y.npy");
+  EXPECT_EQ(header.type, NpyType::kUint8);
+  EXPECT_EQ(header.shape, (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_TRUE(header.bytes.empty());
+  data::testing::write_file(dir / "case_x.npy", npy_with_shape("1, -16, 24, 24", 64));
+  EXPECT_EQ(error_message([&] { read_npy_header(dir / "case_x.npy"); }),
+            dir / "case_x.npy" + ": .npy shape (1, -16, 24, 24) has dimension '-16'; expected a non-negative integer");
+}
+
 }  // namespace
 }  // namespace trainbench::medical

@@ -75,6 +75,9 @@ TEST(Patches, SlidingWindowPlanCropsAndPadsAsTheReference) {
   EXPECT_EQ(padded.cropped[0], 170);
   EXPECT_EQ(padded.pad_low[0], 11);
   EXPECT_EQ(padded.padded[0], 192);
+  // The stride the workload checks against the patch before a run: 16 x (1 - 0.95) truncates to 0 voxels.
+  EXPECT_EQ(window_stride(16, 0.5), 8);
+  EXPECT_EQ(window_stride(16, 0.95), 0);
 }
 
 TEST(Patches, GaussianImportanceMatchesNumpy) {

@@ -103,6 +103,10 @@ TEST(LibriSpeech, ReadsTheReferenceManifestForm) {
   write_file(dir / "librispeech-x-wav.json", R"([{"transcript": "a", "files": [{"fname": "a.wav"}]}])");
   EXPECT_EQ(error_of([&] { read_librispeech(dir.path().string(), "x"); }),
             dir / "librispeech-x-wav.json" + ": entry 0: expected files[].duration");
+  // Issue 32: an empty manifest surfaced only as a batch that could not be filled, naming no file.
+  write_file(dir / "librispeech-x-wav.json", "[]");
+  EXPECT_EQ(error_of([&] { read_librispeech(dir.path().string(), "x"); }),
+            dir / "librispeech-x-wav.json" + ": expected a JSON list of utterances, at least one");
 }
 
 // Issue 32: an fname of ../../../etc/passwd or an absolute path opened files outside --data, a duration of -5
@@ -267,6 +271,9 @@ TEST(SpeechSampler, BucketsDropAndShuffleAsTheReference) {
   const auto shares = rank_share(batches, 1, 2);
   EXPECT_EQ(shares[3], std::vector<int64_t>(batches[3].begin() + 5, batches[3].end()));
   EXPECT_EQ(sequential_batches(0, 7, 3), (std::vector<std::vector<int64_t>>{{0, 1, 2}, {3, 4, 5}, {6}}));
+  // Issue 32: eval_batch_size=0 looped forever, allocating, deaf to SIGTERM.
+  EXPECT_EQ(error_of([] { sequential_batches(0, 7, 0); }), "eval_batch_size: expected at least 1, got 0");
+  EXPECT_EQ(error_of([&] { bucketing_batches(durations, 0, 10, 5, 0); }), "num_buckets: expected at least 1, got 0");
 }
 
 TEST(SpeechLoader, BuildsPaddedBatchesInOrderWithAnyNumberOfWorkers) {

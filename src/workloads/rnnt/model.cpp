@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "speech/transducer.h"
+#include "util/error.h"
 
 namespace trainbench::rnnt {
 
@@ -28,6 +29,9 @@ std::tuple<torch::Tensor, std::tuple<torch::Tensor, torch::Tensor>> StackedLstmI
 }
 
 RnntImpl::RnntImpl(const RnntOptions& options) : options_(options) {
+  // encode() takes the frame count modulo the factor: 0 would be SIGFPE at the first batch.
+  if (options.stack_time_factor() < 1)
+    fail("stack_time_factor", "expected at least 1, got " + std::to_string(options.stack_time_factor()));
   const int64_t encoder = options.encoder_hidden(), prediction = options.prediction_hidden();
   pre_rnn = register_module("pre_rnn", StackedLstm(options.input_features(), encoder, options.encoder_pre_layers(),
                                                    options.encoder_dropout(), options));

@@ -133,6 +133,8 @@ class RnntWorkload : public WorkloadBase {
   }
 
   DataSummary open_data() override {
+    // Checked here, not at construction: describing a preset (the reference's 4 workers) needs no such CPUs.
+    const int workers = loader_threads(config_, "loader_workers");
     const std::string root = settings_.data_dir;
     const int vocab = static_cast<int>(config_.integer("vocab_size"));
     tokenizer_.emplace(speech::sentencepiece_model_path(root, vocab));
@@ -144,7 +146,11 @@ class RnntWorkload : public WorkloadBase {
       std::vector<speech::Utterance> part = speech::read_librispeech(root, subset);
       train.insert(train.end(), part.begin(), part.end());
     }
+    const size_t unfiltered = train.size();
     train = speech::filter_by_duration(std::move(train), config_.number("max_duration"));
+    if (train.empty())
+      fail(config_.name() + ": max_duration", config_.values().at("max_duration").dump() + " s leaves none of the " +
+                                                  std::to_string(unfiltered) + " training utterances");
     std::vector<speech::Utterance> eval = speech::read_librispeech(root, config_.string("eval_subset"));
     std::vector<std::vector<int>> train_tokens, eval_tokens;
     for (const auto& utterance : train) {
@@ -158,7 +164,7 @@ class RnntWorkload : public WorkloadBase {
     }
     speech::SpeechLoaderOptions train_options;
     train_options.train = true;
-    train_options.workers = static_cast<int>(config_.integer("loader_workers"));
+    train_options.workers = workers;
     train_options.seed = static_cast<uint64_t>(settings_.seed);
     speech::SpeechLoaderOptions eval_options = train_options;
     eval_options.train = false;

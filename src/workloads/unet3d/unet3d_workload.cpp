@@ -35,6 +35,9 @@ constexpr const char* kDataset =
     "case_XXXXX_{x,y}.npy from `trainbench data prepare unet3d` (KiTS19's case_XXXXX/{imaging,segmentation}.nii.gz "
     "resampled and normalised as the reference does)";
 constexpr double kEvalPadding = -2.2;  // the reference's padding_val for sliding-window inference
+// A rank's batch of training patches holds at most this many voxels: 4 GiB of float32 images (NVIDIA's v1.1
+// per-GPU batch of 7 x 128^3 is about 2^24).
+constexpr int64_t kMaxBatchVoxels = int64_t{1} << 30;
 
 medical::Shape3 shape3(const Config& config, const std::string& key) {
   const std::vector<int64_t> values = config.integers(key);
@@ -53,6 +56,28 @@ Unet3dOptions model_options(const Config& config) {
       fail(config.name() + ": patch", "every size must be a multiple of 2^" + std::to_string(filters.size()) +
                                           " (one halving per stage of `filters` plus the bottleneck)");
   return Unet3dOptions().filters(filters);
+}
+
+// "16x24x24"
+std::string shape_text(const medical::Shape3& shape) {
+  return std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x" + std::to_string(shape[2]);
+}
+
+// What no one setting's range says, before the log opens: the patch fits the model's halvings, every
+// sliding-window stride patch x (1 - validation_overlap) is at least a voxel (else the first evaluation
+// fails), and a rank's batch of patches is at most kMaxBatchVoxels.
+void check_settings(const Config& config, int64_t local_batch) {
+  model_options(config);
+  const medical::Shape3 patch = shape3(config, "patch");
+  const double overlap = config.number("validation_overlap");
+  for (const int64_t size : patch)
+    if (medical::window_stride(size, overlap) < 1)
+      fail(config.name() + ": validation_overlap",
+           config.values().at("validation_overlap").dump() + " leaves a sliding-window stride below one voxel on the patch's side of " +
+               std::to_string(size) + " (stride = patch x (1 - overlap))");
+  if (local_batch > kMaxBatchVoxels / medical::voxel_count(patch))
+    fail(config.name() + ": batch_size", std::to_string(local_batch) + " patches of " + shape_text(patch) +
+                                             " per rank hold more than " + std::to_string(kMaxBatchVoxels) + " voxels");
 }
 
 LearningRateSchedule lr_schedule(const Config& config) {
@@ -81,13 +106,21 @@ struct Case {
   medical::ForegroundBoxes boxes;
 };
 
-Case load_case(const medical::PreparedFiles& files, bool with_boxes) {
-  medical::NpyArray image = medical::read_npy(files.image), label = medical::read_npy(files.label);
+// A case's volume shape from its two .npy arrays (or their headers): float32 (1, D, H, W) and uint8 of that shape.
+medical::Shape3 case_shape(const medical::PreparedFiles& files, const medical::NpyArray& image, const medical::NpyArray& label) {
   if (image.type != medical::NpyType::kFloat32 || image.shape.size() != 4 || image.shape[0] != 1)
     fail(files.image, "expected float32 of shape (1, D, H, W)");
   if (label.type != medical::NpyType::kUint8 || label.shape != image.shape)
     fail(files.label, "expected uint8 of the image's shape (1, D, H, W)");
-  Case loaded{files.id, {image.shape[1], image.shape[2], image.shape[3]}, std::move(image.floats), std::move(label.bytes), {}};
+  return {image.shape[1], image.shape[2], image.shape[3]};
+}
+
+Case load_case(const medical::PreparedFiles& files, bool with_boxes) {
+  medical::NpyArray image = medical::read_npy(files.image), label = medical::read_npy(files.label);
+  const medical::Shape3 shape = case_shape(files, image, label);
+  medical::check_intensities(image.floats, shape, files.image);
+  medical::check_labels(label.bytes, shape, files.label);
+  Case loaded{files.id, shape, std::move(image.floats), std::move(label.bytes), {}};
   if (with_boxes) loaded.boxes = medical::foreground_boxes(loaded.label, loaded.shape);
   return loaded;
 }
@@ -151,7 +184,9 @@ std::pair<torch::Tensor, torch::Tensor> as_tensors(Batch& batch, const medical::
 
 class Unet3dWorkload : public WorkloadBase {
  public:
-  explicit Unet3dWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {}
+  explicit Unet3dWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {
+    check_settings(config_, local_batch("batch_size"));
+  }
 
   WorkloadDescription describe() const override {
     WorkloadDescription description = base_description("samples");
@@ -201,7 +236,18 @@ class Unet3dWorkload : public WorkloadBase {
     for (size_t i = 0; i < split.eval.size(); ++i)
       if (static_cast<int>(i % static_cast<size_t>(communicator_->world())) == communicator_->rank())
         eval_files_.push_back(split.eval[i]);
-    for (const auto& files : split.train) train_cases_.emplace_back(files);
+    // Training cases are read when first drawn; their headers now, so a case smaller than the patch is refused
+    // before the first step.
+    for (const auto& files : split.train) {
+      const medical::Shape3 shape =
+          case_shape(files, medical::read_npy_header(files.image), medical::read_npy_header(files.label));
+      for (int axis = 0; axis < 3; ++axis)
+        if (shape[axis] < patch_options_.patch[axis])
+          fail(files.image, "a case of " + shape_text(shape) + " voxels is smaller than the patch " +
+                                shape_text(patch_options_.patch) +
+                                " (`trainbench data prepare unet3d` pads every case to the patch it is given)");
+      train_cases_.emplace_back(files);
+    }
     eval_count_ = static_cast<int64_t>(split.eval.size());
     local_batch_ = local_batch("batch_size");
     const auto train_samples = static_cast<int64_t>(split.train.size());

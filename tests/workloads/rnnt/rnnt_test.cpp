@@ -1,7 +1,8 @@
 // RNN-T: the loss against torchaudio.functional.rnnt_loss (values and gradients, T = 1, U = 0 and long
 // lattices where path probabilities underflow), one training step (loss, LAMB, EMA) and greedy decoding
 // against an independent python3-torch implementation of the reference (rnnt_reference.py), the
-// initialisation rule, the learning-rate schedule, and the tiny preset's quality gate.
+// initialisation rule, the learning-rate schedule, the settings a run refuses by name, and the tiny preset's
+// quality gate.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -12,8 +13,10 @@
 #include <torch/torch.h>
 
 #include "dist/communicator.h"
+#include "harness/cpu_contention.h"
 #include "speech/librispeech.h"
 #include "support/accumulation.h"
+#include "support/error_message.h"
 #include "support/quality_gate.h"
 #include "support/torch_pickle.h"
 #include "workloads/bert/lamb.h"
@@ -101,6 +104,12 @@ RnntOptions small_options() {
       .encoder_dropout(0)
       .prediction_dropout(0)
       .joint_dropout(0);
+}
+
+// Issue 32: stack_time_factor=0 was SIGFPE at the first batch.
+TEST(RnntModel, RefusesAStackTimeFactorBelowOne) {
+  EXPECT_EQ(testing::error_message([] { Rnnt(small_options().stack_time_factor(0)); }),
+            "stack_time_factor: expected at least 1, got 0");
 }
 
 TEST(RnntModel, InitialisesLstmsAsTheReference) {
@@ -236,6 +245,31 @@ TEST(RnntData, PreparedManifestsNamePathsInsideTheirFolder) {
     EXPECT_EQ(utterance.audio_path.rfind((root / "prepared" / "librispeech").string(), 0), 0u) << utterance.audio_path;
     EXPECT_TRUE(fs::exists(utterance.audio_path)) << utterance.audio_path;
   }
+  fs::remove_all(root);
+}
+
+// Issue 32: loader_workers=100000 started 25,000 threads before SIGTERM could end the run, and a max_duration
+// that filters out every utterance was reported as a batch that could not be filled. Both are refused when the
+// data opens, before the log is kept.
+TEST(RnntData, LoaderWorkersBeyondTheCpusAndAnEmptyingDurationFilterAreNamed) {
+  const fs::path root = fs::temp_directory_path() / ("trainbench_rnnt_settings_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const WorkloadEntry& entry = find_workload("rnnt");
+  const std::vector<std::string> small_dataset{"dataset.train_utterances=8", "dataset.eval_utterances=2"};
+  entry.make_dataset(Config::from_presets("rnnt", entry.presets_json, "tiny", small_dataset), root.string(), 1);
+  const auto open_error = [&](const std::string& setting) {
+    std::vector<std::string> overrides = small_dataset;
+    overrides.push_back(setting);
+    WorkloadSettings settings;
+    settings.config = Config::from_presets("rnnt", entry.presets_json, "tiny", overrides);
+    settings.device = "cpu";
+    settings.data_dir = root.string();
+    return testing::error_message([&] { entry.create(settings)->open_data(); });
+  };
+  EXPECT_EQ(open_error("loader_workers=100000"), "rnnt/tiny: loader_workers: expected at most " +
+                                                     std::to_string(affinity_cpus().size()) +
+                                                     " (the CPUs this process may run on), got 100000");
+  EXPECT_EQ(open_error("max_duration=0.01"), "rnnt/tiny: max_duration: 0.01 s leaves none of the 8 training utterances");
   fs::remove_all(root);
 }
 

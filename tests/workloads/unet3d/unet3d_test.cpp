@@ -1,6 +1,10 @@
 // U-Net3D against an independent python3-torch implementation (unet3d_reference.py): the model's forward, two
 // steps of Dice+CE with Nesterov SGD, and sliding-window inference with its Dice scores; the Dice score's
-// smoothing for empty classes, the rules' weight names, the warmup schedule; and the tiny preset's quality gate.
+// smoothing for empty classes, the rules' weight names, the warmup schedule; the settings and prepared cases a run
+// refuses by name; and the tiny preset's quality gate.
+#include <unistd.h>
+
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -8,7 +12,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "medical/kits19.h"
+#include "medical/npy.h"
 #include "support/accumulation.h"
+#include "support/error_message.h"
 #include "support/quality_gate.h"
 #include "support/rules_tensors.h"
 #include "support/torch_pickle.h"
@@ -146,6 +153,67 @@ TEST(Unet3dModel, AccumulatedMicroBatchesGiveTheFullBatchsGradient) {
   const auto images = torch::randn({4, 1, 8, 8, 8}, torch::kFloat64);
   const auto labels = torch::randint(3, {4, 8, 8, 8}, torch::kInt64);
   testing::expect_accumulation_matches_full_batch(*model, [&] { return training_step(model, optimizer, images, labels, 0.01); });
+}
+
+WorkloadSettings tiny_settings(const std::vector<std::string>& overrides, const std::string& data_dir = "") {
+  WorkloadSettings settings;
+  settings.config = Config::from_presets("unet3d", find_workload("unet3d").presets_json, "tiny", overrides);
+  settings.device = "cpu";
+  settings.data_dir = data_dir;
+  return settings;
+}
+
+// Issue 32: validation_overlap 1 was refused only at the first evaluation, after a committed log.
+TEST(Unet3dSettings, RulesAcrossSettingsAreRefusedByNameWhenTheWorkloadIsBuilt) {
+  const auto refusal = [](const std::vector<std::string>& overrides) {
+    return testing::error_message([&] { find_workload("unet3d").create(tiny_settings(overrides)); });
+  };
+  EXPECT_EQ(refusal({"validation_overlap=0.95"}),
+            "unet3d/tiny: validation_overlap: 0.95 leaves a sliding-window stride below one voxel on the patch's side of "
+            "16 (stride = patch x (1 - overlap))");
+  EXPECT_EQ(refusal({"patch=[512, 512, 512]", "batch_size=16"}),
+            "unet3d/tiny: batch_size: 16 patches of 512x512x512 per rank hold more than 1073741824 voxels");
+  EXPECT_EQ(refusal({"patch=[16, 16, 20]"}),
+            "unet3d/tiny: patch: every size must be a multiple of 2^3 (one halving per stage of `filters` plus the bottleneck)");
+  EXPECT_EQ(refusal({"validation_overlap=0.9"}), "(no Error thrown)");
+}
+
+// One prepared case: every voxel of intensity `intensity` and label `label`, one corner voxel labelled kidney.
+void write_prepared_case(const fs::path& dir, const std::string& id, const medical::Shape3& shape, float intensity, uint8_t label) {
+  const std::vector<int64_t> stored{1, shape[0], shape[1], shape[2]};
+  std::vector<uint8_t> labels(static_cast<size_t>(medical::voxel_count(shape)), label);
+  labels[0] = 1;
+  medical::write_npy((dir / ("case_" + id + "_x.npy")).string(), stored, std::vector<float>(labels.size(), intensity));
+  medical::write_npy((dir / ("case_" + id + "_y.npy")).string(), stored, labels);
+}
+
+// Issue 32: a label of 7 ended as c10's "Target 7 is out of bounds." (rc 3) and a NaN voxel as "training
+// diverged"; a case smaller than the patch failed in training, after the log was committed.
+TEST(Unet3dData, PreparedCasesOutsideTheirDomainAreNamedWithTheirFile) {
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_unet3d_cases_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_prepared_case(dir, "00000", {16, 16, 16}, 0.0f, 0);  // an evaluation case
+  const auto run_error = [&] {
+    RunOptions options;
+    options.seed = 1;
+    options.show_progress = false;
+    options.result_path = (dir / "results" / "result_0.txt").string();
+    fs::remove_all(dir / "results");
+    auto workload = find_workload("unet3d").create(tiny_settings({}, dir.string()));
+    return testing::error_message([&] { run_benchmark(*workload, options); });
+  };
+  const std::string image = (dir / "case_00001_x.npy").string(), label = (dir / "case_00001_y.npy").string();
+  write_prepared_case(dir, "00001", {8, 16, 16}, 0.0f, 0);
+  EXPECT_EQ(run_error(), image + ": a case of 8x16x16 voxels is smaller than the patch 16x16x16 (`trainbench data prepare "
+                                 "unet3d` pads every case to the patch it is given)");
+  EXPECT_FALSE(fs::exists(dir / "results" / "result_0.txt"));
+  EXPECT_FALSE(fs::exists(dir / "results" / "result_0.txt.partial"));
+  write_prepared_case(dir, "00001", {16, 16, 16}, 0.0f, 7);
+  EXPECT_EQ(run_error(), label + ": voxel (0, 0, 1) is 7; expected a label 0 (background), 1 (kidney) or 2 (tumour)");
+  write_prepared_case(dir, "00001", {16, 16, 16}, NAN, 0);
+  EXPECT_EQ(run_error(), image + ": voxel (0, 0, 0) is nan; expected a finite intensity");
+  fs::remove_all(dir);
 }
 
 }  // namespace
