@@ -2,6 +2,7 @@
 // ranks come as a RankSession, benchmarks through the registry.
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -54,6 +55,30 @@ void require_weights_support(const WorkloadEntry& entry) {
                           benchmark_names([](const WorkloadEntry& other) { return bool(other.export_weights); }) +
                           " can; docs/checkpoints.md)");
 }
+
+// The results folders a run creates (--out, the system's, the benchmark's), created before any training so
+// that an unwritable --out fails first. Those still empty when the run ends (it was refused while the workload
+// opened its data, before any log was reserved) are removed again: a refused run leaves nothing behind.
+class ResultFolders {
+ public:
+  ResultFolders(const fs::path& dir, const std::string& flag) {
+    for (fs::path level = dir; !level.empty() && !fs::exists(level); level = level.parent_path()) created_.push_back(level);
+    std::error_code cannot_create;
+    if (!fs::create_directories(dir, cannot_create) && cannot_create)
+      fail(flag, "cannot create " + dir.string() + ": " + cannot_create.message());
+  }
+  ~ResultFolders() {
+    for (const fs::path& level : created_) {  // deepest first
+      std::error_code ignored;
+      if (!fs::is_empty(level, ignored) || ignored || !fs::remove(level, ignored)) break;
+    }
+  }
+  ResultFolders(const ResultFolders&) = delete;
+  ResultFolders& operator=(const ResultFolders&) = delete;
+
+ private:
+  std::vector<fs::path> created_;
+};
 
 // Flags shared by run and bench: which benchmark, which preset, which data, which machine settings.
 struct WorkloadFlags {
@@ -230,9 +255,8 @@ void add_run_command(CLI::App& app, CommandContext& context) {
     // before anything is written, so a refused run leaves no folder behind.
     settings.seed = first_seed;
     std::unique_ptr<Workload> workload = entry.create(settings);
-    std::error_code cannot_create;
-    if (lead && !fs::create_directories(result_dir, cannot_create) && cannot_create)  // before any training
-      fail("--out " + *out_dir, "cannot create " + result_dir.string() + ": " + cannot_create.message());
+    std::optional<ResultFolders> folders;
+    if (lead) folders.emplace(result_dir, "--out " + *out_dir);  // before any training
 
     std::vector<review::RunTime> times;
     for (int run = 0; run < *runs; ++run) {

@@ -1,11 +1,37 @@
 #include "detection/coco_detection.h"
 
+#include <cmath>
 #include <unordered_map>
 
+#include "coco/mask.h"
 #include "util/confined_path.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace trainbench::detection {
+
+namespace {
+
+// DALI's COCO reader (NVIDIA's SSD) ignores boxes whose width or height in pixels is under this.
+constexpr double kMinBoxSide = 0.1;
+
+// A coordinate or size beyond any image (1e300 overflows the float boxes to inf) is an Error naming the
+// annotation; the same bound as polygon coordinates.
+void check_box_values(const coco::Box& box, const std::string& where) {
+  const double values[] = {box.x, box.y, box.width, box.height};
+  for (size_t k = 0; k < 4; ++k)
+    if (!(std::fabs(values[k]) <= coco::kMaxPolygonCoordinate))
+      fail(where + ".bbox[" + std::to_string(k) + "]",
+           json_excerpt(values[k]) + " is not a pixel position or size within +-1e6");
+}
+
+// Whether a box has a side under kMinBoxSide or no area inside its width x height image.
+bool unusable_box(const coco::Box& box, int width, int height) {
+  if (!(box.width >= kMinBoxSide && box.height >= kMinBoxSide)) return true;
+  return box.x >= width || box.y >= height || box.x + box.width <= 0 || box.y + box.height <= 0;
+}
+
+}  // namespace
 
 CocoDetectionSet load_coco_detection(const std::string& annotation_file, const std::string& image_dir,
                                      bool allow_paths_outside_image_dir) {
@@ -51,6 +77,11 @@ CocoDetectionSet load_coco_detection(const std::string& annotation_file, const s
       fail(where + ".category_id", std::to_string(annotation.category_id) + " is not in categories");
     DetectionSample& sample = all[image->second];
     const coco::Box& box = annotation.bbox;
+    check_box_values(box, where + " (id " + std::to_string(annotation.id) + ")");
+    if (unusable_box(box, sample.width, sample.height)) {
+      ++set.dropped_boxes;
+      continue;
+    }
     const float width = static_cast<float>(sample.width), height = static_cast<float>(sample.height);
     for (double value : {box.x / width, box.y / height, (box.x + box.width) / width, (box.y + box.height) / height})
       sample.boxes.push_back(static_cast<float>(value));

@@ -33,16 +33,6 @@ std::string cpus_named(const std::vector<int>& cpus) {
   return (cpus.size() == 1 ? "CPU " : "CPUs ") + cpu_list_text(cpus);
 }
 
-std::vector<int> affinity_cpus() {
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-    if (CPU_ISSET(cpu, &mask)) cpus.push_back(cpu);
-  return cpus;
-}
-
 double own_cpu_seconds() {
   rusage usage{};
   if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
@@ -59,6 +49,16 @@ double host_id() {
 }
 
 }  // namespace
+
+std::vector<int> affinity_cpus() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &mask)) cpus.push_back(cpu);
+  return cpus;
+}
 
 std::map<int, CpuTicks> parse_proc_stat(const std::string& text, const std::string& source) {
   std::map<int, CpuTicks> cpus;

@@ -26,6 +26,9 @@ struct CpuTicks {
 // A malformed cpuN line is an Error naming `source`, the line number and what was expected.
 std::map<int, CpuTicks> parse_proc_stat(const std::string& text, const std::string& source);
 
+// The CPUs this process may run on (its affinity mask), ascending; empty when the mask cannot be read.
+std::vector<int> affinity_cpus();
+
 // What is read at each end of the timed region.
 struct CpuSample {
   std::vector<int> cpus;          // the CPUs this process may run on (its affinity mask), ascending

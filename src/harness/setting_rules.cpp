@@ -153,9 +153,14 @@ bool has_type(const json& value, const std::string& type) {
 // Where a value sits, for messages: the user's "--set key=value" when they set it, else the preset's key.
 struct Place {
   std::string context;  // "--set batch_size=0" or "resnet/mini: batch_size"
-  std::string element;  // "" or "element 3" inside a list
+  std::string element;  // "", "element 3" inside a list, or the key a bound of the user's setting rules out
   std::string about;    // what the setting is, from its rule
 };
+
+// Every value is first held to its own rule (type, fixed bounds, lengths, choices), and only then to the
+// bounds other settings give it, so `--set max_epochs=0` is refused as max_epochs, not as an evaluation epoch
+// beyond it.
+enum class Pass { kOwnRule, kCrossKey };
 
 class Checker {
  public:
@@ -166,15 +171,22 @@ class Checker {
     }
   }
 
-  void check_object(const json& values, const json& rules, const std::string& prefix) const {
-    for (const auto& [key, value] : values.items()) {
-      const std::string path = prefix + key;
-      if (!rules.contains(key)) fail(config_.name() + ": " + path, "has no rule in the benchmark's settings.json");
-      check_value(value, rules[key], values, Place{place_of(path), "", rules[key]["about"]}, path);
-    }
+  void check(const json& values, const json& rules) const {
+    check_object(values, rules, "", Pass::kOwnRule);
+    check_object(values, rules, "", Pass::kCrossKey);
   }
 
  private:
+  void check_object(const json& values, const json& rules, const std::string& prefix, Pass pass) const {
+    for (const auto& [key, value] : values.items()) {
+      const std::string path = prefix + key;
+      if (!rules.contains(key)) fail(config_.name() + ": " + path, "has no rule in the benchmark's settings.json");
+      check_value(value, rules[key], values, Place{place_of(path), "", rules[key]["about"]}, prefix, path, pass);
+    }
+  }
+
+  bool set_by_user(const std::string& path) const { return overrides_.count(path) > 0; }
+
   std::string place_of(const std::string& path) const {
     const auto found = overrides_.find(path);
     return found != overrides_.end() ? "--set " + found->second : config_.name() + ": " + path;
@@ -183,6 +195,17 @@ class Checker {
   [[noreturn]] void refuse(const Place& place, const std::string& expected, const json& value) const {
     fail(place.context, place.element + (place.element.empty() ? "" : ": ") + "expected " + expected + ", got " +
                             json_excerpt(value) + " (" + place.about + ")");
+  }
+
+  // A value the bound `key` (another setting of the scope) rules out: named as the user's setting when they
+  // set that one and not this one, since their value is what changed.
+  [[noreturn]] void refuse_by(const std::string& key, const std::string& prefix, const std::string& path, const Place& place,
+                              const std::string& expected, const json& value) const {
+    if (!set_by_user(path) && set_by_user(prefix + key)) {
+      const std::string element = path + (place.element.empty() ? "" : " " + place.element);
+      refuse(Place{place_of(prefix + key), element, place.about}, expected, value);
+    }
+    refuse(place, expected, value);
   }
 
   // A bound's value: a number, or the number another setting of the same scope holds.
@@ -194,18 +217,28 @@ class Checker {
     return scope[key].get<double>();
   }
 
-  void check_value(const json& value, const json& rule, const json& scope, const Place& place, const std::string& path) const {
+  void check_number(double number, const json& rule, const json& scope, const Place& place, const std::string& prefix,
+                    const std::string& path, Pass pass, const json& value) const {
+    if (pass == Pass::kOwnRule && !std::isfinite(number)) refuse(place, describe(rule, scope), value);
+    for (const char* bound : {"min", "max", "above", "below"}) {
+      if (!rule.contains(bound) || rule[bound].is_string() != (pass == Pass::kCrossKey)) continue;
+      const double limit = bound_value(rule[bound], scope, place);
+      const std::string which = bound;
+      const bool inside = which == "min" ? number >= limit : which == "max" ? number <= limit
+                          : which == "above" ? number > limit : number < limit;
+      if (inside) continue;
+      if (pass == Pass::kOwnRule) refuse(place, describe(rule, scope), value);
+      refuse_by(rule[bound].get<std::string>(), prefix, path, place, describe(rule, scope), value);
+    }
+  }
+
+  void check_value(const json& value, const json& rule, const json& scope, const Place& place, const std::string& prefix,
+                   const std::string& path, Pass pass) const {
     const std::string type = rule["type"];
-    if (!has_type(value, type)) refuse(place, describe(rule, scope), value);
+    if (pass == Pass::kOwnRule && !has_type(value, type)) refuse(place, describe(rule, scope), value);
     if (type == "integer" || type == "number") {
-      const double number = value.get<double>();
-      const bool inside = std::isfinite(number) &&
-                          (!rule.contains("min") || number >= bound_value(rule["min"], scope, place)) &&
-                          (!rule.contains("max") || number <= bound_value(rule["max"], scope, place)) &&
-                          (!rule.contains("above") || number > bound_value(rule["above"], scope, place)) &&
-                          (!rule.contains("below") || number < bound_value(rule["below"], scope, place));
-      if (!inside) refuse(place, describe(rule, scope), value);
-    } else if (type == "string") {
+      check_number(value.get<double>(), rule, scope, place, prefix, path, pass, value);
+    } else if (type == "string" && pass == Pass::kOwnRule) {
       const std::string& text = value.get_ref<const std::string&>();
       bool inside = !(rule.value("not_empty", false) && text.empty());
       if (rule.contains("one_of")) {
@@ -214,30 +247,29 @@ class Checker {
       }
       if (!inside) refuse(place, describe(rule, scope), value);
     } else if (type == "list") {
-      check_list(value, rule, scope, place, path);
+      check_list(value, rule, scope, place, prefix, path, pass);
     } else if (type == "object") {
-      check_object(value, rule["settings"], path + ".");
+      check_object(value, rule["settings"], path + ".", pass);
     }
   }
 
-  void check_list(const json& list, const json& rule, const json& scope, const Place& place, const std::string& path) const {
+  void check_list(const json& list, const json& rule, const json& scope, const Place& place, const std::string& prefix,
+                  const std::string& path, Pass pass) const {
     const auto size = static_cast<int64_t>(list.size());
-    bool inside = (!rule.contains("min_length") || size >= rule["min_length"].get<int64_t>()) &&
-                  (!rule.contains("max_length") || size <= rule["max_length"].get<int64_t>());
-    if (rule.contains("length")) {
-      const json& length = rule["length"];
-      if (length.is_string()) {
-        const std::string& key = length.get_ref<const std::string&>();
-        inside = inside && scope.contains(key) && scope[key].is_array() && scope[key].size() == list.size();
-      } else {
-        inside = inside && size == length.get<int64_t>();
-      }
+    if (pass == Pass::kOwnRule) {
+      const bool inside = (!rule.contains("min_length") || size >= rule["min_length"].get<int64_t>()) &&
+                          (!rule.contains("max_length") || size <= rule["max_length"].get<int64_t>()) &&
+                          (!rule.contains("length") || rule["length"].is_string() || size == rule["length"].get<int64_t>());
+      if (!inside) refuse(place, describe(rule, scope), list);
+    } else if (rule.contains("length") && rule["length"].is_string()) {
+      const std::string& key = rule["length"].get_ref<const std::string&>();
+      if (!scope.contains(key) || !scope[key].is_array() || scope[key].size() != list.size())
+        refuse_by(key, prefix, path, place, describe(rule, scope), list);
     }
-    if (!inside) refuse(place, describe(rule, scope), list);
     for (size_t i = 0; i < list.size(); ++i) {
       const Place element{place.context, "element " + std::to_string(i + 1), place.about};
-      check_value(list[i], rule["items"], scope, element, path);
-      if (rule.value("increasing", false) && i > 0 && !(list[i].get<double>() > list[i - 1].get<double>()))
+      check_value(list[i], rule["items"], scope, element, prefix, path, pass);
+      if (pass == Pass::kOwnRule && rule.value("increasing", false) && i > 0 && !(list[i].get<double>() > list[i - 1].get<double>()))
         refuse(element, "a value above the one before it (" + describe(rule, scope) + ")", list[i]);
     }
   }
@@ -277,7 +309,7 @@ SettingRules SettingRules::parse(const std::string& source, const std::vector<st
   return rules;
 }
 
-void SettingRules::check(const Config& config) const { Checker(config).check_object(config.values(), rules_, ""); }
+void SettingRules::check(const Config& config) const { Checker(config).check(config.values(), rules_); }
 
 std::vector<std::string> SettingRules::names() const {
   std::vector<std::string> names;

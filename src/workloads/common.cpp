@@ -18,6 +18,7 @@
 #include "dist/communicator.h"
 #include "dist/device.h"
 #include "dist/gradient_sync.h"
+#include "harness/cpu_contention.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/process_memory.h"
@@ -64,6 +65,15 @@ int64_t local_batch_size(const Config& config, const std::string& field, int wor
          std::to_string(global) + " (the global batch) does not divide into " + std::to_string(world) + " rank(s) x " +
              std::to_string(steps) + " (gradient_accumulation_steps) micro-batches");
   return global / world;
+}
+
+int loader_threads(const Config& config, const std::string& key) {
+  const int64_t threads = config.integer_at_least(key, 1);
+  const int64_t cpus = std::max<int64_t>(1, static_cast<int64_t>(affinity_cpus().size()));
+  if (threads > cpus)
+    fail(config.name() + ": " + key, "expected at most " + std::to_string(cpus) +
+                                         " (the CPUs this process may run on), got " + std::to_string(threads));
+  return static_cast<int>(threads);
 }
 
 void seed_torch(const WorkloadSettings& settings) {

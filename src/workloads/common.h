@@ -39,6 +39,11 @@ struct StepSettings {
 // gradient_accumulation_steps micro-batches (the rules' global batch is the same whatever the split).
 int64_t local_batch_size(const Config& config, const std::string& field, int world);
 
+// The preset's loader thread count `key`: an Error naming the key, the value and the cap when it is below 1 or
+// above the CPUs this process may run on (more only contend; 100,000 exhausted the process before SIGTERM
+// could end the run).
+int loader_threads(const Config& config, const std::string& key);
+
 // Compute threads and the seed of LibTorch's generators, before anything random is built.
 void seed_torch(const WorkloadSettings& settings);
 

@@ -1,6 +1,7 @@
 #pragma once
 // What the two COCO detection benchmarks (SSD and Mask R-CNN) do alike: generate a preset's COCO-format set
-// from its "dataset" settings, and load backbone weights converted from torchvision into a body module.
+// from its "dataset" settings, log the boxes their annotation files had that no model can train on, and load
+// backbone weights converted from torchvision into a body module.
 // Header-only, so neither benchmark's translation unit depends on the other's.
 #include <fstream>
 #include <iterator>
@@ -10,7 +11,9 @@
 #include <torch/torch.h>
 
 #include "data/generators/coco_objects.h"
+#include "detection/coco_detection.h"
 #include "harness/config.h"
+#include "harness/workload.h"
 #include "util/error.h"
 
 namespace trainbench {
@@ -38,6 +41,14 @@ inline void make_generated_coco_dataset(const Config& config, const std::string&
     fail(config.name() + ": dataset.fashion_classes", "must list num_classes - 1 = " +
                                                           std::to_string(config.integer("num_classes") - 1) + " classes");
   data::make_coco_objects_dataset(out_dir, options);
+}
+
+// trainbench_dropped_boxes {"train": n, "val": m}, when load_coco_detection left boxes out of either file.
+inline void log_dropped_boxes(const detection::CocoDetectionSet& train, const detection::CocoDetectionSet& val,
+                              DataSummary& summary) {
+  if (train.dropped_boxes == 0 && val.dropped_boxes == 0) return;
+  summary.derived_hyperparameters.push_back(
+      {"trainbench_dropped_boxes", {{"train", train.dropped_boxes}, {"val", val.dropped_boxes}}});
 }
 
 // Copies a dict {name: tensor} written by torch.save into every parameter and buffer of `module` (batch norms'

@@ -1,5 +1,7 @@
 #include "workloads/registry.h"
 
+#include <map>
+
 #include "harness/setting_rules.h"
 #include "util/error.h"
 
@@ -19,17 +21,8 @@ extern const char* const trainbench_settings_shared;  // src/workloads/settings.
 
 namespace trainbench {
 
-namespace {
-
-WorkloadEntry with_settings(WorkloadEntry entry, const char* settings_json) {
-  entry.settings_json = settings_json;
-  return entry;
-}
-
-}  // namespace
-
 const std::vector<WorkloadEntry>& workload_registry() {
-#define TRAINBENCH_ENTRY(name) with_settings(name::registry_entry(), trainbench_settings_##name),
+#define TRAINBENCH_ENTRY(name) name::registry_entry(),
   static const std::vector<WorkloadEntry> entries = {TRAINBENCH_BENCHMARKS(TRAINBENCH_ENTRY)};
 #undef TRAINBENCH_ENTRY
   return entries;
@@ -42,7 +35,10 @@ const WorkloadEntry& find_workload(const std::string& name) {
 }
 
 SettingRules setting_rules(const WorkloadEntry& entry) {
-  return SettingRules::parse(entry.name, {trainbench_settings_shared, entry.settings_json});
+#define TRAINBENCH_SETTINGS(name) {#name, trainbench_settings_##name},
+  static const std::map<std::string, const char*> documents = {TRAINBENCH_BENCHMARKS(TRAINBENCH_SETTINGS)};
+#undef TRAINBENCH_SETTINGS
+  return SettingRules::parse(entry.name, {trainbench_settings_shared, documents.at(entry.name)});
 }
 
 Config preset_config(const WorkloadEntry& entry, const std::string& preset, const std::vector<std::string>& overrides) {

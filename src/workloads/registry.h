@@ -66,8 +66,6 @@ struct WorkloadEntry {
   // --weights) as a PyTorch state dict under the official implementation's names (workloads/checkpoint.h).
   // Empty for the benchmarks whose official names are not mapped yet; they refuse --weights.
   std::function<void(const WorkloadSettings&, const std::string& out_path)> export_weights;
-  // What each setting of the presets may be (the folder's settings.json); registry.cpp fills it in.
-  const char* settings_json = nullptr;
 
   bool uses_dataset() const { return !dataset.empty(); }
 };
@@ -81,7 +79,8 @@ std::unique_ptr<Workload> construct_workload(const WorkloadSettings& settings) {
 const std::vector<WorkloadEntry>& workload_registry();
 // Throws Error naming the known benchmarks when `name` is not one of them.
 const WorkloadEntry& find_workload(const std::string& name);
-// The shared rules with the benchmark's own.
+// What each setting of the benchmark's presets may be: the shared src/workloads/settings.json with the
+// benchmark folder's own settings.json.
 SettingRules setting_rules(const WorkloadEntry& entry);
 // A preset with the user's --set overrides, checked against the benchmark's setting rules: what every run,
 // bench and dataset generation starts from, so a value outside its rule is refused before anything is read.

@@ -208,7 +208,7 @@ TEST_F(CliTest, RefusedRunsLeaveNoResultAndConcurrentRunsEachCommitTheirOwn) {
   result = run(flags + " --data " + (dir_ / "nowhere").string());
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find((dir_ / "nowhere").string() + ": dataset directory does not exist"), std::string::npos) << result.output;
-  EXPECT_EQ(files_under(out), 0);
+  EXPECT_FALSE(fs::exists(out)) << "a run refused for its data left its results folders";
 
   constexpr int kRuns = 4;
   std::string script;

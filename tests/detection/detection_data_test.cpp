@@ -178,6 +178,36 @@ TEST_F(DetectionSet, FileNamesOutsideTheImageFolderAreRefusedUnlessAllowed) {
   }
 }
 
+// Issue 32: a negative, zero-size or 1e300 box made training diverge, and a box wholly outside its image was
+// trained on silently.
+TEST_F(DetectionSet, BoxesNoModelCanTrainOnAreDroppedAndCountedAndAbsurdOnesNamed) {
+  const fs::path file = root_ / "boxes.json";
+  const auto write = [&](const std::string& annotations) {
+    const std::string text = R"({"images": [{"id": 1, "file_name": "a.jpg", "width": 40, "height": 30},
+      {"id": 2, "file_name": "b.jpg", "width": 40, "height": 30}], "categories": [{"id": 1, "name": "x"}],
+      "annotations": [)" + annotations + "]}";
+    FILE* out = std::fopen(file.c_str(), "w");
+    std::fputs(text.c_str(), out);
+    std::fclose(out);
+  };
+  const auto box = [](int id, int image, const std::string& xywh) {
+    return R"({"id": )" + std::to_string(id) + R"(, "image_id": )" + std::to_string(image) +
+           R"(, "category_id": 1, "bbox": )" + xywh + R"(, "area": 1, "iscrowd": 0})";
+  };
+  write(box(1, 1, "[1, 1, 9, 9]") + ", " + box(2, 1, "[5, 5, -3, 4]") + ", " + box(3, 1, "[5, 5, 0, 4]") + ", " +
+        box(4, 1, "[5, 5, 4, 0.05]") + ", " + box(5, 1, "[40, 5, 5, 5]") + ", " + box(6, 1, "[-10, 5, 10, 5]") + ", " +
+        box(7, 1, "[5, -8, 5, 8]") + ", " + box(8, 1, "[35, 25, 10, 10]") + ", " + box(9, 2, "[2, 30, 5, 5]"));
+  const CocoDetectionSet set = load_coco_detection(file.string(), root_.string());
+  EXPECT_EQ(set.dropped_boxes, 7);
+  ASSERT_EQ(set.samples.size(), 1u);  // image 2 had only a box below its bottom edge
+  EXPECT_EQ(set.samples[0].annotations, (std::vector<uint32_t>{0, 7}));  // partly outside is kept (and cropped)
+  EXPECT_EQ(set.ground_truth.annotations.size(), 9u);                   // the evaluator still sees the file
+
+  write(box(1, 1, "[1, 1, 9, 9]") + ", " + box(7, 2, "[5, 5, 1e300, 4]"));
+  EXPECT_EQ(testing::error_message([&] { load_coco_detection(file.string(), root_.string()); }),
+            file.string() + ": annotations[1] (id 7).bbox[2]: 1e+300 is not a pixel position or size within +-1e6");
+}
+
 TEST_F(DetectionSet, LoaderIsSeededAndIndependentOfWorkers) {
   CocoDetectionSet set = train();
   const size_t count = set.samples.size();

@@ -64,8 +64,15 @@ TEST(SettingRules, RefusesAValueOutsideItsRangeNamingTheSettingTheRangeAndWhatIt
 TEST(SettingRules, BoundsNamingAnotherSettingUseItsValue) {
   EXPECT_EQ(refusal({"eval_first_epoch=9"}),
             "--set eval_first_epoch=9: expected an integer from 1 to max_epochs (8), got 9 (First evaluation)");
-  EXPECT_EQ(refusal({"max_epochs=1", "boundaries=[]", "rates=[]"}), "toy/mini: eval_first_epoch: expected an integer from 1 to max_epochs (1), got 2 "
-                                       "(First evaluation)");
+  // The user set max_epochs, so their setting is named, with the one it rules out.
+  EXPECT_EQ(refusal({"max_epochs=1", "boundaries=[]", "rates=[]"}),
+            "--set max_epochs=1: eval_first_epoch: expected an integer from 1 to max_epochs (1), got 2 (First evaluation)");
+  EXPECT_EQ(refusal({"max_epochs=3"}),
+            "--set max_epochs=3: boundaries element 2: expected an integer from 0 to max_epochs (3), got 4 (Decay epochs)");
+  EXPECT_EQ(refusal({"max_epochs=3", "boundaries=[2,5]"}),  // both set: the one out of range is named
+            "--set boundaries=[2,5]: element 2: expected an integer from 0 to max_epochs (3), got 5 (Decay epochs)");
+  // A value outside its own rule is named as itself, before any bound it gives others.
+  EXPECT_EQ(refusal({"max_epochs=0"}), "--set max_epochs=0: expected an integer from 1 to 1000, got 0 (Epochs before the run gives up)");
   EXPECT_EQ(refusal({"dataset.noise=101"}).find("--set dataset.noise=101: expected a number from 0 to images (100)"), 0u);
 }
 

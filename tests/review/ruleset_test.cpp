@@ -46,6 +46,10 @@ TEST(Ruleset, ResnetTensorPatternsExpandTo161Names) {
   ASSERT_TRUE(tensors.has_value());
   EXPECT_EQ(tensors->expected.size(), 161u);  // the NVIDIA log's 161 weights_initialization lines
   EXPECT_EQ(testing::ruleset_1_1().configs.at("closed_bert").tensors->expected.size(), 5u + 24u * 16u + 10u);
+  // The END checks of the official closed_ssd, closed_maskrcnn and closed_unet3d YAML files.
+  EXPECT_EQ(testing::ruleset_1_1().configs.at("closed_ssd").tensors->expected.size(), 119u);
+  EXPECT_EQ(testing::ruleset_1_1().configs.at("closed_maskrcnn").tensors->expected.size(), 21u);
+  EXPECT_EQ(testing::ruleset_1_1().configs.at("closed_unet3d").tensors->expected.size(), 50u);
 }
 
 TEST(Ruleset, BraceExpansion) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "support/error_message.h"
+#include "harness/cpu_contention.h"
 #include "util/atomic_file.h"
 #include "workloads/common.h"
 
@@ -47,6 +48,22 @@ TEST(WorkloadBase, DescriptionCarriesThePresetTargetOverridesAndEffectiveConfig)
   EXPECT_EQ(description.effective_config.at("batch_size"), 16);
   EXPECT_DOUBLE_EQ(workload.fraction(3, 4), 0.75);
   EXPECT_EQ(testing::error_message([&] { workload.fraction(0, 0); }), "eval/: nothing evaluated");
+}
+
+// Issue 32: loader_threads=100000 started 25,000 threads and 3 GB before SIGTERM could end the run.
+TEST(LoaderThreads, AreRefusedAboveTheCpusThisProcessMayRunOn) {
+  const auto threads = [](int64_t value) {
+    const nlohmann::json presets = {{"mini", {{"loader_threads", value}}}};
+    return loader_threads(Config::from_presets("fake", presets.dump(), "mini", {}), "loader_threads");
+  };
+  const int64_t cpus = static_cast<int64_t>(affinity_cpus().size());
+  ASSERT_GE(cpus, 1);
+  EXPECT_EQ(threads(1), 1);
+  EXPECT_EQ(threads(cpus), cpus);
+  EXPECT_EQ(testing::error_message([&] { threads(cpus + 1); }),
+            "fake/mini: loader_threads: expected at most " + std::to_string(cpus) +
+                " (the CPUs this process may run on), got " + std::to_string(cpus + 1));
+  EXPECT_EQ(testing::error_message([&] { threads(0); }), "fake/mini: loader_threads: expected at least 1, got 0");
 }
 
 TEST(LossMeter, AveragesTheStepsAndNamesTheStepThatDiverged) {

@@ -48,7 +48,7 @@ std::vector<Assignment> probe_assignments(const json& values, const std::string&
     if (!value.is_number() && !list) continue;
     const json sample = list ? value[0] : value;
     const std::string huge = sample.is_number_integer() ? "4611686018427387904" : "1e300";  // 2^62
-    for (const std::string probe : {std::string("0"), std::string("-1"), huge, std::string("nan")}) {
+    for (const std::string& probe : {std::string("0"), std::string("-1"), huge, std::string("nan")}) {
       if (!list) {
         assignments.push_back({path, probe});
         continue;

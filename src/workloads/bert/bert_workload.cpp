@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "data/generators/bert_pretraining.h"
+#include "data/generators/dataset_directory.h"
 #include "dist/gradient_sync.h"
 #include "util/error.h"
 #include "workloads/bert/pretraining.h"
@@ -126,9 +127,22 @@ int64_t eval_interval_samples(const Config& config) {
   return static_cast<int64_t>(std::floor(samples / 25000.0)) * 25000;
 }
 
+// The rules that no range of settings.json states (the bounds are other settings), checked before the log opens.
+void check_settings(const Config& config) {
+  const int64_t seq = config.integer("seq_length"), predictions = config.integer("max_predictions");
+  if (predictions > seq)
+    fail(config.name() + ": max_predictions", std::to_string(predictions) + " is more than seq_length " + std::to_string(seq) +
+                                                  ": a sequence has no more tokens to mask");
+  const int64_t max_samples = config.integer("max_samples");
+  if (config.values().contains("eval_interval_samples") && config.integer("eval_interval_samples") > max_samples)
+    fail(config.name() + ": eval_interval_samples",
+         std::to_string(config.integer("eval_interval_samples")) + " is more than max_samples " + std::to_string(max_samples) +
+             ": the run would end before its first evaluation");
+}
+
 class BertWorkload : public WorkloadBase {
  public:
-  explicit BertWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {}
+  explicit BertWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) { check_settings(config_); }
 
   WorkloadDescription describe() const override {
     WorkloadDescription description = base_description("seq");
@@ -258,7 +272,8 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
   options.eval_every_nth_document = dataset.integer("eval_every_nth_document");
   options.eval_samples = dataset.integer("eval_samples");
   options.train_shards = dataset.integer("train_shards");
-  data::make_bert_dataset(out_dir, options);
+  // A staging folder renamed at the end: a failed make leaves nothing a retry would refuse.
+  data::write_new_dataset_directory(out_dir, [&](const fs::path& staging) { data::make_bert_dataset(staging.string(), options); });
 }
 
 void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
@@ -303,7 +318,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
 WorkloadEntry registry_entry() {
   return {"bert", "Language model: BERT-Large pre-training on Wikipedia, target masked-LM accuracy 0.720",
           trainbench_presets_bert, kDataset, construct_workload<BertWorkload>, bench, make_dataset,
-          /*prepare_dataset=*/nullptr};
+          /*prepare_dataset=*/nullptr, /*export_weights=*/nullptr};
 }
 
 }  // namespace trainbench::bert

@@ -11,6 +11,7 @@
 #include "data/batch_pipeline.h"
 #include "data/criteo.h"
 #include "data/generators/criteo_synthetic.h"
+#include "data/generators/dataset_directory.h"
 #include "dist/communicator.h"
 #include "dist/gather.h"
 #include "dist/gradient_sync.h"
@@ -39,8 +40,20 @@ std::vector<uint64_t> table_sizes(const Config& config) {
   return sizes;
 }
 
+// The widths the dot interaction needs, which no range of settings.json can state: checked before the log opens.
+void check_mlp_widths(const Config& config) {
+  const std::vector<int64_t> bottom = config.integers("bottom_mlp"), top = config.integers("top_mlp");
+  const int64_t dim = config.integer("embedding_dim");
+  if (bottom.empty() || bottom.back() != dim)
+    fail(config.name() + ": bottom_mlp", "must end in embedding_dim (" + std::to_string(dim) + ") outputs, got " +
+                                             nlohmann::json(bottom).dump());
+  if (top.empty() || top.back() != 1)
+    fail(config.name() + ": top_mlp", "must end in 1 output (the click logit), got " + nlohmann::json(top).dump());
+}
+
 DlrmOptions model_options(const Config& config) {
   table_sizes(config);  // validates
+  check_mlp_widths(config);
   return DlrmOptions(config.integers("table_sizes"))
       .embedding_dim(config.integer("embedding_dim"))
       .bottom_mlp(config.integers("bottom_mlp"))
@@ -64,7 +77,7 @@ BatchTensors as_tensors(data::CriteoBatch& batch, torch::Device device) {
 
 class DlrmWorkload : public WorkloadBase {
  public:
-  explicit DlrmWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {}
+  explicit DlrmWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) { model_options(config_); }
 
   WorkloadDescription describe() const override {
     WorkloadDescription description = base_description("samples");
@@ -219,7 +232,8 @@ void prepare_dataset(const Config& config, const std::string& in_dir, const std:
   data::prepare_criteo(in_dir, out_dir, table_sizes(config), preset_days(config));
 }
 
-// Generated day files in <out_dir>/days (with planted.json) and their prepared form in <out_dir>.
+// Generated day files in <out_dir>/days (with planted.json) and their prepared form in <out_dir>, written
+// into a staging folder renamed at the end: a failed make (a full disk) leaves nothing a retry would refuse.
 void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
   if (!config.values().contains("dataset"))
     fail("--preset " + config.name(), "has no generated dataset; prepare the Criteo day files with `trainbench data prepare dlrm`");
@@ -234,9 +248,11 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
   options.missing_sparse = dataset.number("missing_sparse");
   options.bias = dataset.number("bias");
   options.seed = static_cast<uint64_t>(seed);
-  const std::string days = (fs::path(out_dir) / "days").string();
-  data::make_criteo_synthetic(days, options);
-  prepare_dataset(config, days, out_dir);
+  data::write_new_dataset_directory(out_dir, [&](const fs::path& staging) {
+    const std::string days = (staging / "days").string();
+    data::make_criteo_synthetic(days, options);
+    prepare_dataset(config, days, staging.string());
+  });
 }
 
 void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
@@ -269,7 +285,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
 
 WorkloadEntry registry_entry() {
   return {"dlrm", "Recommendation: DLRM on the Criteo 1TB click logs, target AUC 0.8025", trainbench_presets_dlrm,
-          kDataset, construct_workload<DlrmWorkload>, bench, make_dataset, prepare_dataset};
+          kDataset, construct_workload<DlrmWorkload>, bench, make_dataset, prepare_dataset, /*export_weights=*/nullptr};
 }
 
 }  // namespace trainbench::dlrm

@@ -67,7 +67,7 @@ detection::RcnnLoaderOptions loader_options(const Config& config, bool train, in
   options.max_size = static_cast<int>(config.integer("max_image_size"));
   options.batch_size = train ? local_batch_size(config, "batch_size", communicator.world()) : config.integer("eval_batch_size");
   options.drop_last = train;
-  options.workers = static_cast<int>(config.integer("loader_threads"));
+  options.workers = loader_threads(config, "loader_threads");
   options.prefetch_batches = static_cast<int>(config.integer("prefetch_batches"));
   options.seed = static_cast<uint64_t>(seed);
   options.rank = communicator.rank();
@@ -118,6 +118,18 @@ torch::optim::SGD make_optimizer(MaskRcnn& model, const Config& config) {
   groups.emplace_back(biases, std::make_unique<torch::optim::SGDOptions>(
                                   torch::optim::SGDOptions(rate * config.number("bias_lr_factor")).momentum(momentum).weight_decay(0)));
   return torch::optim::SGD(std::move(groups), torch::optim::SGDOptions(rate));
+}
+
+// What no range of settings.json can say, refused before the log opens: mlperf_linear's warm-up starts at
+// base_learning_rate - warmup_steps x warmup_factor, which must not be negative.
+void check_warmup(const Config& config) {
+  const double base = config.number("base_learning_rate"), factor = config.number("warmup_factor");
+  const double start_drop = static_cast<double>(config.integer("warmup_steps")) * factor;
+  // The presets' factor is base / warmup_steps in decimal (0.12 / 625 = 0.000192), exact only to rounding.
+  if (start_drop > base * (1 + 1e-9))
+    fail(config.name() + ": warmup_factor",
+         "warmup_steps x warmup_factor (" + nlohmann::json(start_drop).dump() + ") must be at most base_learning_rate (" +
+             nlohmann::json(base).dump() + "): the warm-up would start at a negative learning rate");
 }
 
 // NVIDIA's WarmupMultiStepLR with mlperf_linear warm-up for a group whose base rate is `base`, at 1-based
@@ -180,7 +192,10 @@ void append_results(const ImageDetections& found, const ImageSize& resized, int 
 class MaskRcnnWorkload : public WorkloadBase {
  public:
   explicit MaskRcnnWorkload(WorkloadSettings settings)
-      : WorkloadBase(std::move(settings)), generator_(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(settings_.seed))) {}
+      : WorkloadBase(std::move(settings)), generator_(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(settings_.seed))) {
+    check_warmup(config_);
+    loader_threads(config_, "loader_threads");  // refused before the log opens
+  }
 
   WorkloadDescription describe() const override {
     WorkloadDescription description = base_description("img");
@@ -242,6 +257,7 @@ class MaskRcnnWorkload : public WorkloadBase {
     DataSummary summary;
     summary.train_samples = static_cast<int64_t>(train_samples.size());
     summary.eval_samples = static_cast<int64_t>(val_samples.size());
+    log_dropped_boxes(train, val, summary);
     train_loader_.emplace(std::move(train_samples), loader_options(config_, true, settings_.seed, *communicator_));
     eval_loader_.emplace(std::move(val_samples), loader_options(config_, false, settings_.seed, *communicator_));
     box_evaluator_.emplace(val.ground_truth, coco::IouType::bbox, val_file);
@@ -400,7 +416,7 @@ WorkloadEntry registry_entry() {
           "Heavy object detection: Mask R-CNN with a ResNet-50-FPN backbone on COCO 2017, target box mAP 0.377 and mask "
           "mAP 0.339",
           trainbench_presets_maskrcnn, kCocoTree, construct_workload<MaskRcnnWorkload>, bench,
-          make_generated_coco_dataset, /*prepare_dataset=*/nullptr};
+          make_generated_coco_dataset, /*prepare_dataset=*/nullptr, /*export_weights=*/nullptr};
 }
 
 }  // namespace trainbench::maskrcnn

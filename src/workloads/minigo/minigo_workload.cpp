@@ -7,9 +7,14 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <tuple>
+#include <utility>
+
+#include <unistd.h>
 
 #include <torch/torch.h>
 
+#include "data/generators/dataset_directory.h"
 #include "data/random.h"
 #include "dist/communicator.h"
 #include "go/example_file.h"
@@ -42,6 +47,16 @@ MinigoNetOptions net_options(const Config& config) {
       .fc_width(config.integer("fc_width"));
 }
 
+// `flags`' resign_threshold as (low, high): each game draws its threshold from [low, high].
+std::pair<double, double> resign_range(const Config& flags) {
+  const std::vector<double> resign = flags.numbers("resign_threshold");
+  if (resign.size() != 2 || resign[0] > resign[1])
+    fail(flags.name() + ": resign_threshold",
+         "expected [low, high] with low <= high (each game draws its threshold between them), got " +
+             nlohmann::json(resign).dump());
+  return {resign[0], resign[1]};
+}
+
 go::MctsOptions mcts_options(const Config& config, int readouts) {
   go::MctsOptions options;
   options.readouts = readouts;
@@ -67,11 +82,7 @@ go::PlayOptions self_play_options(const Config& config, uint64_t seed, int threa
   options.fast_readouts = static_cast<int>(config.integer("fast_readouts"));
   options.fast_move_probability = config.number("fast_move_probability");
   options.soft_pick_moves = static_cast<int>(config.integer("soft_pick_moves"));
-  const std::vector<double> resign = config.numbers("resign_threshold");
-  if (resign.size() != 2 || resign[0] > resign[1])
-    fail(config.name() + ": resign_threshold", "expected [low, high] with low <= high (drawn per game)");
-  options.resign_threshold_low = resign[0];
-  options.resign_threshold_high = resign[1];
+  std::tie(options.resign_threshold_low, options.resign_threshold_high) = resign_range(config);
   options.disable_resign_fraction = config.number("disable_resign_pct") / 100.0;
   options.seed = seed;
   return options;
@@ -102,7 +113,9 @@ go::PlayOptions match_options(const Config& config, uint64_t seed, int threads) 
 PiecewiseLr lr_schedule(const Config& config) {
   PiecewiseLr schedule{config.numbers("lr_rates"), config.integers("lr_boundaries")};
   if (schedule.rates.size() != schedule.boundaries.size() + 1)
-    fail(config.name() + ": lr_rates", "needs one rate more than lr_boundaries");
+    fail(config.name() + ": lr_rates",
+         "needs one rate more than lr_boundaries: " + std::to_string(schedule.rates.size()) + " rates for " +
+             std::to_string(schedule.boundaries.size()) + " boundaries");
   return schedule;
 }
 
@@ -128,13 +141,53 @@ std::string generation_name(int64_t generation) {
   return name;
 }
 
+// The rules that no range of settings.json can state, checked before the log opens (and before `data make`
+// plays a game): the learning-rate schedule's lengths, each resign range's order, komi within the board, and
+// filter_amount of a generation's games reaching one example at one recorded move a game.
+void check_settings(const Config& config) {
+  lr_schedule(config);
+  resign_range(config);
+  if (config.values().contains("bootstrap")) resign_range(Config(config.name() + ": bootstrap", config.values().at("bootstrap")));
+  const int64_t size = config.integer("board_size");
+  const double komi = config.number("komi");
+  if (std::abs(komi) > static_cast<double>(size * size))
+    fail(config.name() + ": komi", nlohmann::json(komi).dump() + " is more than the " + std::to_string(size * size) +
+                                       " points of the board (board_size " + std::to_string(size) +
+                                       "): it would decide every game before the first move");
+  const double filter_amount = config.number("filter_amount");
+  for (const std::string games : {"bootstrap_games", "min_selfplay_games_per_generation"})
+    if (filter_amount * static_cast<double>(config.integer(games)) < 1)
+      fail(config.name() + ": filter_amount", nlohmann::json(filter_amount).dump() + " of " + games + " " +
+                                                  std::to_string(config.integer(games)) +
+                                                  " is less than one example to train on: raise filter_amount or " + games);
+}
+
+// With `sgf_dir` set: an Error naming it unless the folder can be created and a file written in it, so that
+// a run is refused before its first block rather than when its first games are written.
+void require_writable_sgf_dir(const Config& config) {
+  const std::string root = config.string("sgf_dir");
+  if (root.empty()) return;
+  const std::string where = config.name() + ": sgf_dir " + root;
+  std::error_code error;
+  fs::create_directories(root, error);
+  if (error) fail(where, "cannot be created: " + error.message());
+  const fs::path probe = fs::path(root) / (".trainbench-write-check-" + std::to_string(::getpid()));
+  std::ofstream out(probe);
+  const bool writable = out.is_open();
+  out.close();
+  fs::remove(probe, error);
+  if (!writable) fail(where, "is not writable (no file can be created in it)");
+}
+
 // With `sgf_dir` set, games as SGF: <sgf_dir>/<folder>/game-NNNNN.sgf, the players named model0 and model1.
 void write_games(const Config& config, const std::string& folder, const std::vector<go::GameRecord>& records,
                  const std::string& model0, const std::string& model1) {
   const std::string root = config.string("sgf_dir");
   if (root.empty()) return;
   const fs::path dir = fs::path(root) / folder;
-  fs::create_directories(dir);
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) fail(dir.string(), "cannot be created (sgf_dir): " + error.message());
   char name[64];
   for (size_t i = 0; i < records.size(); ++i) {
     const go::GameRecord& record = records[i];
@@ -199,7 +252,7 @@ class MinigoLoop {
       for (int64_t i = 0; i < window_[g].count(); ++i) all.emplace_back(static_cast<int>(g), i);
     // Fisher-Yates: a uniform sample of filter_amount of the window, in random order.
     for (size_t i = all.size(); i > 1; --i) std::swap(all[i - 1], all[rng_.below(i)]);
-    const auto sampled = static_cast<int64_t>(std::floor(config_.number("filter_amount") * static_cast<double>(all.size())));
+    const int64_t sampled = sampled_examples();
     const int64_t batch = std::min(config_.integer("batch_size"), sampled);
     if (batch == 0) fail(config_.name(), "no training examples in the window (play more games per generation)");
     const int64_t steps = sampled / batch;
@@ -249,6 +302,16 @@ class MinigoLoop {
   }
 
   int64_t global_step() const { return training_->updates(); }
+
+  int64_t window_examples() const {
+    int64_t examples = 0;
+    for (const go::ExampleSet& set : window_) examples += set.count();
+    return examples;
+  }
+  // The examples the next generation trains on: filter_amount of the window's, rounded down.
+  int64_t sampled_examples() const {
+    return static_cast<int64_t>(std::floor(config_.number("filter_amount") * static_cast<double>(window_examples())));
+  }
 
  private:
   const Config& config_;
@@ -350,11 +413,7 @@ go::ExampleFile play_prepared_bootstrap(const Config& config, uint64_t seed, int
   options.mcts.allow_pass = config.boolean("bootstrap_allow_pass");
   options.mcts.target_pruning = flags.boolean("target_pruning");
   options.fast_move_probability = flags.number("fast_move_probability");
-  const std::vector<double> resign = flags.numbers("resign_threshold");
-  if (resign.size() != 2 || resign[0] > resign[1])
-    fail(flags.name() + ": resign_threshold", "expected [low, high] with low <= high (drawn per game)");
-  options.resign_threshold_low = resign[0];
-  options.resign_threshold_high = resign[1];
+  std::tie(options.resign_threshold_low, options.resign_threshold_high) = resign_range(flags);
   go::ExampleFile file;
   const auto records = go::self_play(options, static_cast<int>(config.integer("bootstrap_games")),
                                      go::random_evaluator(options.size, data::mix_seed(seed, 3)), &file.examples, nullptr);
@@ -365,7 +424,7 @@ go::ExampleFile play_prepared_bootstrap(const Config& config, uint64_t seed, int
 
 class MinigoWorkload : public WorkloadBase {
  public:
-  explicit MinigoWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {}
+  explicit MinigoWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) { check_settings(config_); }
 
   WorkloadDescription describe() const override {
     WorkloadDescription description = base_description("examples");
@@ -405,11 +464,18 @@ class MinigoWorkload : public WorkloadBase {
   std::vector<std::string> build() override {
     seed_torch(settings_);
     if (communicator_->world() != 1) fail("minigo", "runs as one process (self-play and training share its threads)");
+    require_writable_sgf_dir(config_);
     loop_.emplace(config_, device_, static_cast<uint64_t>(settings_.seed), settings_.threads);
     const bool prepared = config_.values().contains("bootstrap");
     if (prepared) bootstrap_games_ = load_prepared_bootstrap();
     target_ = resolve_target();
     if (!prepared) bootstrap_games_ = loop_->play_generation(0, config_.integer("bootstrap_games"), nullptr, nullptr);
+    // Generation 1 trains on the bootstrap alone: refused here, before the first block, if that is nothing.
+    if (loop_->sampled_examples() == 0)
+      fail(config_.name() + ": filter_amount",
+           nlohmann::json(config_.number("filter_amount")).dump() + " of the bootstrap's " +
+               std::to_string(loop_->window_examples()) + " examples (" + std::to_string(bootstrap_games_) +
+               " games) is not one example to train generation 1 on: raise filter_amount or bootstrap_games");
     return loop_->net()->initialized_tensor_names();
   }
 
@@ -488,7 +554,6 @@ class MinigoWorkload : public WorkloadBase {
 // (bootstrap.examples), with bootstrap.json naming preset, seed and flags. The target is not made here: the
 // reference's is the official one, given with --set target_model=PATH.
 void make_bootstrap(const Config& config, const std::string& out_dir, int64_t seed) {
-  fs::create_directories(out_dir);
   torch::manual_seed(seed);
   const MinigoNet start(net_options(config));
   torch::save(start, (fs::path(out_dir) / kStartFile).string());
@@ -508,14 +573,10 @@ void make_bootstrap(const Config& config, const std::string& out_dir, int64_t se
       << "\n";
 }
 
-// `trainbench data make minigo`: the preset's target network, saved as target.pt with a note of its recipe
-// and of its strength: the win rate of its run's untrained network against it, in the preset's evaluation
-// games (what a learner must turn into at least 0.5). For the reference preset, the prepared bootstrap.
-void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
-  if (config.values().contains("bootstrap")) return make_bootstrap(config, out_dir, seed);
-  if (!config.values().contains("dataset"))
-    fail("--preset " + config.name(), "has no generated target; the reference's target model is given with --set target_model=PATH");
-  fs::create_directories(out_dir);
+// The preset's target network, saved as target.pt with a note of its recipe and of its strength: the win
+// rate of its run's untrained network against it, in the preset's evaluation games (what a learner must turn
+// into at least 0.5).
+void make_target(const Config& config, const std::string& out_dir, int64_t seed) {
   TargetRun run = build_target(config, torch::kCPU, seed);
   torch::save(run.target, (fs::path(out_dir) / kTargetFile).string());
   MinigoNet untrained = network_of(config, run.untrained, torch::kCPU);
@@ -529,6 +590,24 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
                         {"eval_games", config.integer("eval_games")}}
              .dump(2)
       << "\n";
+}
+
+// `trainbench data make minigo`: the target (make_target), or for a preset with a `bootstrap` section the
+// prepared bootstrap (make_bootstrap). Written into a staging folder renamed at the end, so that a failed
+// make leaves nothing behind that a retry would refuse.
+void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
+  const bool prepared = config.values().contains("bootstrap");
+  if (!prepared && !config.values().contains("dataset"))
+    fail("--preset " + config.name(), "has no generated target; the reference's target model is given with --set target_model=PATH");
+  check_settings(config);
+  require_writable_sgf_dir(config);
+  data::write_new_dataset_directory(out_dir, [&](const fs::path& staging) {
+    fs::create_directories(staging);
+    if (prepared)
+      make_bootstrap(config, staging.string(), seed);
+    else
+      make_target(config, staging.string(), seed);
+  });
 }
 
 // Self-play games and the inference call MCTS makes, with the preset's (random) network.
@@ -604,7 +683,7 @@ WorkloadEntry registry_entry() {
           construct_workload<MinigoWorkload>,
           bench,
           make_dataset,
-          nullptr};
+          nullptr, /*export_weights=*/nullptr};
 }
 
 }  // namespace trainbench::minigo

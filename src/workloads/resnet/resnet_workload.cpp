@@ -65,7 +65,7 @@ data::ImageLoaderOptions loader_options(const Config& config, bool train, int64_
   options.rank = communicator.rank();
   options.world = communicator.world();
   options.drop_last = train;
-  options.workers = static_cast<int>(config.integer_at_least("loader_threads", 1));
+  options.workers = loader_threads(config, "loader_threads");
   options.prefetch_batches = static_cast<int>(config.integer_at_least("prefetch_batches", 1));
   options.seed = static_cast<uint64_t>(seed);
   options.skip_corrupt = skip_corrupt;
@@ -90,7 +90,9 @@ std::pair<torch::Tensor, torch::Tensor> as_tensors(data::ImageBatch& batch, int6
 
 class ResNetWorkload : public WorkloadBase {
  public:
-  explicit ResNetWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)), lars_(uses_lars(config_)) {}
+  explicit ResNetWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)), lars_(uses_lars(config_)) {
+    loader_threads(config_, "loader_threads");  // refused before the log opens
+  }
 
   WorkloadDescription describe() const override {
     WorkloadDescription description = base_description("img");

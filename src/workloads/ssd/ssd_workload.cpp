@@ -29,6 +29,8 @@ namespace fs = std::filesystem;
 
 constexpr const char* kDataset =
     "a COCO 2017 tree (train2017/, val2017/, annotations/instances_{train,val}2017.json)";
+// The largest number dividing every channel count of the reference model (64 ... 512).
+constexpr int64_t kReferenceChannelGcd = 64;
 
 detection::DefaultBoxGeometry geometry(const Config& config) {
   detection::DefaultBoxGeometry geometry;
@@ -53,6 +55,10 @@ detection::DefaultBoxGeometry geometry(const Config& config) {
 }
 
 SsdOptions model_options(const Config& config) {
+  const int64_t divisor = config.integer("width_divisor");
+  if (divisor < 1 || kReferenceChannelGcd % divisor != 0)
+    fail(config.name() + ": width_divisor", "expected a divisor of every channel count of the reference model (64, "
+                                            "128, 256, 512): 1, 2, 4, 8, 16, 32 or 64, got " + std::to_string(divisor));
   return SsdOptions()
       .num_classes(config.integer("num_classes"))
       .image_size(config.integer("image_size"))
@@ -88,7 +94,7 @@ detection::DetectionLoaderOptions loader_options(const Config& config, bool trai
   options.image_size = static_cast<int>(config.integer("image_size"));
   options.batch_size = train ? local_batch_size(config, "batch_size", communicator.world()) : config.integer("eval_batch_size");
   options.drop_last = train;
-  options.workers = static_cast<int>(config.integer("loader_threads"));
+  options.workers = loader_threads(config, "loader_threads");
   options.prefetch_batches = static_cast<int>(config.integer("prefetch_batches"));
   options.seed = static_cast<uint64_t>(seed);
   options.rank = communicator.rank();
@@ -118,7 +124,12 @@ torch::Tensor batch_images(detection::DetectionBatch& batch, int64_t image_size,
 
 class SsdWorkload : public WorkloadBase {
  public:
-  explicit SsdWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {}
+  // The model's geometry (image_size, default boxes, width_divisor) and the loader threads are refused here,
+  // before the log opens.
+  explicit SsdWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {
+    model_options(config_);
+    loader_threads(config_, "loader_threads");
+  }
 
   WorkloadDescription describe() const override {
     WorkloadDescription description = base_description("img");
@@ -187,6 +198,7 @@ class SsdWorkload : public WorkloadBase {
     summary.train_samples = train_samples;
     summary.eval_samples = val_samples_;
     summary.derived_hyperparameters = {{"opt_learning_rate_warmup_steps", std::max<int64_t>(warmup_steps_, 1)}};
+    log_dropped_boxes(train, val, summary);
     return summary;
   }
 
@@ -331,7 +343,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
 WorkloadEntry registry_entry() {
   return {"ssd", "Object detection: SSD300 with a ResNet-34 backbone on COCO 2017, target box mAP 0.23",
           trainbench_presets_ssd, kDataset, construct_workload<SsdWorkload>, bench, make_generated_coco_dataset,
-          /*prepare_dataset=*/nullptr};
+          /*prepare_dataset=*/nullptr, /*export_weights=*/nullptr};
 }
 
 }  // namespace trainbench::ssd

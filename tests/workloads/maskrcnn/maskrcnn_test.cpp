@@ -13,7 +13,9 @@
 #include "support/accumulation.h"
 #include "support/error_message.h"
 #include "support/quality_gate.h"
+#include "support/rules_tensors.h"
 #include "support/torch_pickle.h"
+#include "support/workload_refusal.h"
 #include "util/error.h"
 #include "workloads/maskrcnn/model.h"
 
@@ -43,12 +45,28 @@ MaskRcnnOptions small_options() {
       .mask_conv_channels({8, 8, 8, 8});
 }
 
+// What no range of settings.json can judge is refused when the workload is built, before the log opens.
+TEST(MaskRcnnWorkload, RefusesAWarmupStartingBelowZeroAndTooManyLoaderThreads) {
+  EXPECT_EQ(testing::construction_error("maskrcnn", "tiny", {"warmup_factor=0.01"}),
+            "maskrcnn/tiny: warmup_factor: warmup_steps x warmup_factor (1.0) must be at most base_learning_rate "
+            "(0.02): the warm-up would start at a negative learning rate");
+  EXPECT_EQ(testing::construction_error("maskrcnn", "tiny", {"loader_threads=1000"})
+                .rfind("maskrcnn/tiny: loader_threads: expected at most ", 0),
+            0u);
+  // The presets' factors are their base rate over warmup_steps, to decimal rounding (0.12 / 625 = 0.000192).
+  for (const char* preset : {"tiny", "mini"})
+    EXPECT_EQ(testing::construction_error("maskrcnn", preset, {}), "(no Error thrown)");
+  EXPECT_EQ(testing::construction_error("maskrcnn", "reference", {"precision=fp32", "loader_threads=1"}),
+            "(no Error thrown)");
+}
+
 TEST(MaskRcnnModel, NamesTheRulesTensorsAndFreezesTheStemAndRes2) {
   const auto names = MaskRcnnImpl::mlperf_tensor_names();
   ASSERT_EQ(names.size(), 21u);
   EXPECT_EQ(names.front(), "FPN_inner_block1");
   EXPECT_EQ(names[8], "RPNHead_conv");
   EXPECT_EQ(names.back(), "ROI_MASK_PREDICTOR_fcn_logits");
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()), testing::rules_tensor_names("closed_maskrcnn"));
   MaskRcnn model(small_options());
   for (const auto& item : model->named_parameters()) {
     const bool frozen = item.key().rfind("body.conv1", 0) == 0 || item.key().rfind("body.layer1.", 0) == 0;

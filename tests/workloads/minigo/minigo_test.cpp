@@ -1,6 +1,7 @@
 // MiniGo's network and loss against an independent python3-torch computation (two momentum-SGD steps), the
 // 48 weights_initialization names of the v1.1 rules, the batched inference MCTS uses, the reference preset's
-// start from a prepared bootstrap with each generation trained on the previous one's games, and the quality gate:
+// start from a prepared bootstrap with each generation trained on the previous one's games, the settings refused
+// by name before a run's first block, and the quality gate:
 // the tiny preset's loop (self-play, training, evaluation against its target after training) reaches a 50%
 // win rate through run_benchmark and its log passes the project's v1.1 review.
 #include <cstdlib>
@@ -199,6 +200,77 @@ TEST(MinigoBootstrap, ReferencePresetStartsFromThePreparedBootstrapAndTrainsEach
     if (line.find("\"actual_selfplay_games_per_generation\"") != std::string::npos)
       trained_on.push_back(nlohmann::json::parse(line.substr(line.find('{'))).at("value").get<int>());
   EXPECT_EQ(trained_on, (std::vector<int>{12, 8}));
+  fs::remove_all(dir);
+}
+
+// The rules that no range of settings.json states are refused by name when the workload is made, before any
+// log opens: lr_rates one longer than lr_boundaries, each resign range in order, komi within the board.
+TEST(MinigoSettings, RulesBeyondTheRangesAreRefusedByNameWhenTheWorkloadIsMade) {
+  const WorkloadEntry& entry = find_workload("minigo");
+  const auto refusal = [&](const std::string& preset, const std::vector<std::string>& overrides) {
+    WorkloadSettings settings;
+    settings.config = Config::from_presets("minigo", entry.presets_json, preset, overrides);
+    settings.device = "cpu";
+    return testing::error_message([&] { entry.create(settings); });
+  };
+  EXPECT_EQ(refusal("tiny", {"lr_rates=[0.05, 0.02, 0.01]"}),
+            "minigo/tiny: lr_rates: needs one rate more than lr_boundaries: 3 rates for 1 boundaries");
+  EXPECT_EQ(refusal("tiny", {"resign_threshold=[-0.5, -0.9]"}),
+            "minigo/tiny: resign_threshold: expected [low, high] with low <= high (each game draws its threshold between "
+            "them), got [-0.5,-0.9]");
+  EXPECT_EQ(refusal("reference", {"precision=fp32", "bootstrap.resign_threshold=[-0.9, -1.0]"}),
+            "minigo/reference: bootstrap: resign_threshold: expected [low, high] with low <= high (each game draws its "
+            "threshold between them), got [-0.9,-1.0]");
+  EXPECT_EQ(refusal("tiny", {"komi=-25.5"}),
+            "minigo/tiny: komi: -25.5 is more than the 25 points of the board (board_size 5): it would decide every "
+            "game before the first move");
+  EXPECT_EQ(refusal("tiny", {"komi=24.5"}), "(no Error thrown)");
+  EXPECT_EQ(refusal("tiny", {"filter_amount=0.02"}),
+            "minigo/tiny: filter_amount: 0.02 of min_selfplay_games_per_generation 32 is less than one example to train "
+            "on: raise filter_amount or min_selfplay_games_per_generation");
+  EXPECT_EQ(refusal("tiny", {"bootstrap_games=1"}),
+            "minigo/tiny: filter_amount: 0.5 of bootstrap_games 1 is less than one example to train on: raise "
+            "filter_amount or bootstrap_games");
+}
+
+// Refusals found while the run builds, before its first block, leave no result file: an sgf_dir that cannot
+// be created, and a bootstrap whose moves are all fast (unrecorded), which leaves generation 1 not one example.
+// `data make` refuses the sgf_dir before it writes anything.
+TEST(MinigoSettings, UnwritableSgfDirAndNoFirstGenerationExampleAreRefusedBeforeTheFirstBlock) {
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_minigo_refusals_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const WorkloadEntry& entry = find_workload("minigo");
+  const fs::path target = dir / "target.pt";
+  torch::save(MinigoNet(MinigoNetOptions().board_size(5).filters(8).trunk_blocks(1).fc_width(8)), target.string());
+  const std::vector<std::string> small = {"filters=8", "trunk_blocks=1", "fc_width=8", "num_readouts=4", "fast_readouts=1",
+                                          "concurrent_games=2", "bootstrap_games=2", "eval_games=2", "eval_readouts=4",
+                                          "max_generations=1", "target_model=" + target.string()};
+  const auto refusal = [&](const std::string& setting) {
+    std::vector<std::string> overrides = small;
+    overrides.push_back(setting);
+    WorkloadSettings settings;
+    settings.config = Config::from_presets("minigo", entry.presets_json, "tiny", overrides);
+    settings.device = "cpu";
+    settings.threads = 1;
+    RunOptions options;
+    options.show_progress = false;
+    options.result_path = (dir / "result_0.txt").string();
+    const std::string message = testing::error_message([&] { run_benchmark(*entry.create(settings), options); });
+    EXPECT_FALSE(fs::exists(options.result_path)) << setting;
+    EXPECT_FALSE(fs::exists(options.result_path + ".partial")) << setting;
+    return message;
+  };
+  const std::string sgf = refusal("sgf_dir=/proc/trainbench-sgf");
+  EXPECT_EQ(sgf.rfind("minigo/tiny: sgf_dir /proc/trainbench-sgf: cannot be created: ", 0), 0u) << sgf;
+  const std::string unrecorded = refusal("fast_move_probability=0.999999");
+  EXPECT_EQ(unrecorded, "minigo/tiny: filter_amount: 0.5 of the bootstrap's 0 examples (2 games) is not one example to "
+                        "train generation 1 on: raise filter_amount or bootstrap_games");
+
+  const Config config = Config::from_presets("minigo", entry.presets_json, "tiny", {"sgf_dir=/proc/trainbench-sgf"});
+  const std::string made = testing::error_message([&] { entry.make_dataset(config, (dir / "made").string(), 1); });
+  EXPECT_EQ(made.rfind("minigo/tiny: sgf_dir /proc/trainbench-sgf: cannot be created: ", 0), 0u) << made;
+  EXPECT_FALSE(fs::exists(dir / "made"));
   fs::remove_all(dir);
 }
 

@@ -10,7 +10,9 @@
 #include "support/accumulation.h"
 #include "detection/box_ops.h"
 #include "support/quality_gate.h"
+#include "support/rules_tensors.h"
 #include "support/torch_pickle.h"
+#include "support/workload_refusal.h"
 #include "util/error.h"
 #include "workloads/ssd/model.h"
 
@@ -45,6 +47,26 @@ TEST(SsdModel, FeatureSizesAndBoxCountsFollowTheInputSize) {
   EXPECT_EQ(names.front(), "ssd0_resnetmlperf0_conv0_weight");
   EXPECT_EQ(names[3 + 3 * 6 + 3 * 8], "ssd0_resnetmlperf0_stage2_conv8_weight");
   EXPECT_EQ(names.back(), "ssd0_convpredictor5_conv0_bias");
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()), testing::rules_tensor_names("closed_ssd"));
+}
+
+// Issue 32: what no range of settings.json can judge is refused when the workload is built, before the log
+// opens, naming the setting and its value.
+TEST(SsdWorkload, RefusesGeometriesAndLoaderThreadsItCannotRun) {
+  const auto refusal = [](const std::string& assignment) {
+    return testing::construction_error("ssd", "tiny", {assignment});
+  };
+  EXPECT_EQ(refusal("width_divisor=3"),
+            "ssd/tiny: width_divisor: expected a divisor of every channel count of the reference model (64, 128, 256, "
+            "512): 1, 2, 4, 8, 16, 32 or 64, got 3");
+  EXPECT_EQ(refusal("image_size=200"), "image_size 200: gives a 25 px backbone output; SSD's extra blocks need 38, 19 "
+                                       "or 10 (e.g. 300, 150 or 75 px input)");
+  // 150 px has five feature levels; the tiny preset's default boxes describe four.
+  EXPECT_EQ(refusal("image_size=150"),
+            "ssd/tiny: default boxes: expected one step and one aspect-ratio list per feature level and one scale more "
+            "(5 levels; got 4 steps, 4 aspect-ratio lists, 5 scales)");
+  EXPECT_EQ(refusal("loader_threads=1000").rfind("ssd/tiny: loader_threads: expected at most ", 0), 0u);
+  EXPECT_EQ(testing::construction_error("ssd", "tiny", {}), "(no Error thrown)");
 }
 
 TEST(SsdModel, MatchedBoxesSurviveEncodeAndDecode) {
