@@ -48,6 +48,14 @@ int default_threads() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks);
 }
 
+// --weights and checkpoint export: the benchmarks whose official state_dict names are mapped.
+void require_weights_support(const WorkloadEntry& entry) {
+  if (!entry.export_weights)
+    fail("--weights", entry.name + " cannot read or write state dicts yet (" +
+                          benchmark_names([](const WorkloadEntry& other) { return bool(other.export_weights); }) +
+                          " can; docs/checkpoints.md)");
+}
+
 // The results folders a run creates (--out, the system's, the benchmark's), created before any training so
 // that an unwritable --out fails first. Those still empty when the run ends (it was refused while the workload
 // opened its data, before any log was reserved) are removed again: a refused run leaves nothing behind.
@@ -85,6 +93,7 @@ struct WorkloadFlags {
   bool skip_corrupt = false;
   double comm_timeout = 300;
   bool help_settings = false;
+  std::string weights;
 
   void add_to(CLI::App* command) {
     command->add_option("benchmark", benchmark, "Benchmark (" + benchmark_names() + ")")->required();
@@ -110,6 +119,10 @@ struct WorkloadFlags {
         ->capture_default_str()->check(thread_count());
     command->add_option("--device", device, "Compute device: auto (CUDA when available), cpu or cuda")
         ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    command->add_option("--weights", weights,
+                        "Start from this state dict (`trainbench checkpoint export`'s format: the official "
+                        "implementation's names) instead of the seeded initialization")
+        ->check(CLI::ExistingFile);
     command->add_flag("--skip-corrupt", skip_corrupt, "Skip unreadable images and count them in the log instead of failing");
     command->add_option("--comm-timeout", comm_timeout,
                         "With several ranks: seconds a collective may wait for a rank before the run aborts naming it")
@@ -133,6 +146,8 @@ struct WorkloadFlags {
     settings.threads = threads;
     settings.device = device;
     settings.skip_corrupt = skip_corrupt;
+    settings.weights = weights;
+    if (!weights.empty()) require_weights_support(entry);
     if (!entry.uses_dataset()) {
       if (!data_dir.empty()) fail("--data", entry.name + " has no dataset (it learns from its own self-play)");
     } else if (!data_dir.empty()) {
@@ -415,8 +430,42 @@ void add_benchmarks_command(CLI::App& app) {
 
 }  // namespace
 
+void add_checkpoint_command(CLI::App& app) {
+  auto* checkpoint = app.add_subcommand("checkpoint", "Model weights in and out as PyTorch state dicts, under the official implementation's names");
+  checkpoint->require_subcommand(1);
+  auto* command = checkpoint->add_subcommand(
+      "export", "Write the model a run starts from (the seeded initialization, or --weights) as a state dict that "
+                "Python's torch.load reads and the official model class loads with strict=True");
+  auto benchmark = std::make_shared<std::string>();
+  auto preset = std::make_shared<std::string>("mini");
+  auto overrides = std::make_shared<std::vector<std::string>>();
+  auto weights = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto seed = std::make_shared<int64_t>(0);
+  command->add_option("benchmark", *benchmark,
+                      "Benchmark (" + benchmark_names([](const WorkloadEntry& entry) { return bool(entry.export_weights); }) + ")")
+      ->required();
+  command->add_option("--preset", *preset, "Preset whose model to build")->capture_default_str();
+  command->add_option("--set", *overrides, "Override a preset setting, key=value (repeatable)");
+  command->add_option("--seed", *seed, "Seed of the initialization, as run's --seed")->capture_default_str()->check(whole_number(0, INT32_MAX));
+  command->add_option("--weights", *weights, "Start from this state dict instead (e.g. to check or re-save one)")->check(CLI::ExistingFile);
+  command->add_option("--out", *out, "The state dict file to write (.pt)")->required();
+  command->callback([=] {
+    const WorkloadEntry& entry = find_workload(*benchmark);
+    require_weights_support(entry);
+    WorkloadSettings settings;
+    settings.config = preset_config(entry, *preset, *overrides);
+    settings.seed = *seed;
+    settings.weights = *weights;
+    entry.export_weights(settings, *out);
+    std::cout << "wrote the " << entry.name << " " << *preset << " model (" << (weights->empty() ? "seed " + std::to_string(*seed) : *weights)
+              << ") to " << *out << "\n";
+  });
+}
+
 void add_training_commands(CLI::App& app, CommandContext& context) {
   add_run_command(app, context);
+  add_checkpoint_command(app);
   add_bench_command(app);
   add_data_command(app);
   add_benchmarks_command(app);

@@ -27,6 +27,9 @@ struct WorkloadSettings {
   std::string device = "auto";   // "cpu", "cuda", or "auto" (CUDA when this LibTorch has a GPU)
   int64_t seed = 0;
   bool skip_corrupt = false;     // skip unreadable samples (counted in the log) instead of failing
+  // --weights: a state dict in `checkpoint export`'s format to start from instead of the seeded
+  // initialization; empty: none. Only benchmarks with WorkloadEntry::export_weights read it.
+  std::string weights;
   // The ranks training together (data parallel). Null means this process alone. The preset's batch
   // size is the global batch; each rank trains batch_size / world of it.
   std::shared_ptr<dist::Communicator> communicator;
@@ -59,6 +62,10 @@ struct WorkloadEntry {
   // Converts the real dataset in in_dir once into the form the workload trains from (in out_dir); empty
   // for workloads that read their dataset as published.
   std::function<void(const Config&, const std::string& in_dir, const std::string& out_dir)> prepare_dataset;
+  // `checkpoint export`: writes the model a run of these settings starts from (the seeded initialization, or
+  // --weights) as a PyTorch state dict under the official implementation's names (workloads/checkpoint.h).
+  // Empty for the benchmarks whose official names are not mapped yet; they refuse --weights.
+  std::function<void(const WorkloadSettings&, const std::string& out_path)> export_weights;
 
   bool uses_dataset() const { return !dataset.empty(); }
 };

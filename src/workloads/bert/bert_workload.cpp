@@ -318,7 +318,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
 WorkloadEntry registry_entry() {
   return {"bert", "Language model: BERT-Large pre-training on Wikipedia, target masked-LM accuracy 0.720",
           trainbench_presets_bert, kDataset, construct_workload<BertWorkload>, bench, make_dataset,
-          /*prepare_dataset=*/nullptr};
+          /*prepare_dataset=*/nullptr, /*export_weights=*/nullptr};
 }
 
 }  // namespace trainbench::bert

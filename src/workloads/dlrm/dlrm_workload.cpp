@@ -285,7 +285,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
 
 WorkloadEntry registry_entry() {
   return {"dlrm", "Recommendation: DLRM on the Criteo 1TB click logs, target AUC 0.8025", trainbench_presets_dlrm,
-          kDataset, construct_workload<DlrmWorkload>, bench, make_dataset, prepare_dataset};
+          kDataset, construct_workload<DlrmWorkload>, bench, make_dataset, prepare_dataset, /*export_weights=*/nullptr};
 }
 
 }  // namespace trainbench::dlrm

@@ -416,7 +416,7 @@ WorkloadEntry registry_entry() {
           "Heavy object detection: Mask R-CNN with a ResNet-50-FPN backbone on COCO 2017, target box mAP 0.377 and mask "
           "mAP 0.339",
           trainbench_presets_maskrcnn, kCocoTree, construct_workload<MaskRcnnWorkload>, bench,
-          make_generated_coco_dataset, /*prepare_dataset=*/nullptr};
+          make_generated_coco_dataset, /*prepare_dataset=*/nullptr, /*export_weights=*/nullptr};
 }
 
 }  // namespace trainbench::maskrcnn

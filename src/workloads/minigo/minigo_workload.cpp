@@ -683,7 +683,7 @@ WorkloadEntry registry_entry() {
           construct_workload<MinigoWorkload>,
           bench,
           make_dataset,
-          nullptr};
+          nullptr, /*export_weights=*/nullptr};
 }
 
 }  // namespace trainbench::minigo

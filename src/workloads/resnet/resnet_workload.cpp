@@ -12,6 +12,7 @@
 #include "dist/communicator.h"
 #include "dist/gradient_sync.h"
 #include "util/error.h"
+#include "workloads/checkpoint.h"
 #include "workloads/common.h"
 #include "workloads/data_pipeline_bench.h"
 #include "workloads/resnet/lars.h"
@@ -125,6 +126,7 @@ class ResNetWorkload : public WorkloadBase {
     seed_torch(settings_);
     require_data_dir(kDataset);
     model_ = ResNet(model_options(config_));
+    if (!settings_.weights.empty()) load_state_dict(settings_.weights, module_state(*model_));
     model_->to(device_);
     model_->train();
     optimizer_.emplace(make_optimizer(model_, config_));
@@ -269,11 +271,20 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
                       [&] { return loader.next(); });
 }
 
+// checkpoint export: the model a run of `settings` starts from, as build() makes it, under torchvision's
+// state_dict names (the module tree is written with them).
+void export_weights(const WorkloadSettings& settings, const std::string& out_path) {
+  seed_torch(settings);
+  ResNet model(model_options(settings.config));
+  if (!settings.weights.empty()) load_state_dict(settings.weights, module_state(*model));
+  save_state_dict(module_state(*model), out_path);
+}
+
 }  // namespace
 
 WorkloadEntry registry_entry() {
   return {"resnet", "Image classification: ResNet-50 v1.5 on ImageNet, target top-1 0.759", trainbench_presets_resnet,
-          kDataset, construct_workload<ResNetWorkload>, bench, make_dataset, /*prepare_dataset=*/nullptr};
+          kDataset, construct_workload<ResNetWorkload>, bench, make_dataset, /*prepare_dataset=*/nullptr, export_weights};
 }
 
 }  // namespace trainbench::resnet

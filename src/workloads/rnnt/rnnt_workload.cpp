@@ -360,7 +360,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
 
 WorkloadEntry registry_entry() {
   return {"rnnt", "Speech recognition: RNN-T on LibriSpeech, target WER 0.058 (lower is better)", trainbench_presets_rnnt,
-          kDataset, construct_workload<RnntWorkload>, bench, make_dataset, prepare_dataset};
+          kDataset, construct_workload<RnntWorkload>, bench, make_dataset, prepare_dataset, /*export_weights=*/nullptr};
 }
 
 }  // namespace trainbench::rnnt

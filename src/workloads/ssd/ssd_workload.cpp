@@ -343,7 +343,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
 WorkloadEntry registry_entry() {
   return {"ssd", "Object detection: SSD300 with a ResNet-34 backbone on COCO 2017, target box mAP 0.23",
           trainbench_presets_ssd, kDataset, construct_workload<SsdWorkload>, bench, make_generated_coco_dataset,
-          /*prepare_dataset=*/nullptr};
+          /*prepare_dataset=*/nullptr, /*export_weights=*/nullptr};
 }
 
 }  // namespace trainbench::ssd

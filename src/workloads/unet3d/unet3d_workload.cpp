@@ -20,6 +20,7 @@
 #include "medical/phantoms.h"
 #include "util/error.h"
 #include "util/process_memory.h"
+#include "workloads/checkpoint.h"
 #include "workloads/common.h"
 #include "workloads/unet3d/model.h"
 
@@ -217,6 +218,7 @@ class Unet3dWorkload : public WorkloadBase {
     seed_torch(settings_);
     require_data_dir(kDataset);
     model_ = Unet3d(model_options(config_));
+    if (!settings_.weights.empty()) load_state_dict(settings_.weights, module_state(*model_));
     model_->to(device_);
     model_->train();
     optimizer_.emplace(make_optimizer(model_, config_));
@@ -434,11 +436,20 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
                      "patch " + std::to_string(patch[0]) + "x" + std::to_string(patch[1]) + "x" + std::to_string(patch[2]));
 }
 
+// checkpoint export: the model a run of `settings` starts from, as build() makes it, under the v1.1 reference's Unet3D
+// state_dict names (the module tree is written with them).
+void export_weights(const WorkloadSettings& settings, const std::string& out_path) {
+  seed_torch(settings);
+  Unet3d model(model_options(settings.config));
+  if (!settings.weights.empty()) load_state_dict(settings.weights, module_state(*model));
+  save_state_dict(module_state(*model), out_path);
+}
+
 }  // namespace
 
 WorkloadEntry registry_entry() {
   return {"unet3d", "Medical image segmentation: 3-D U-Net on KiTS19, target mean Dice (kidney, tumour) 0.908",
-          trainbench_presets_unet3d, kDataset, construct_workload<Unet3dWorkload>, bench, make_dataset, prepare_dataset};
+          trainbench_presets_unet3d, kDataset, construct_workload<Unet3dWorkload>, bench, make_dataset, prepare_dataset, export_weights};
 }
 
 }  // namespace trainbench::unet3d

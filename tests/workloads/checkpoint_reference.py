@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Loads a state dict that `trainbench checkpoint export` wrote into the official model class with
+strict=True, runs it in eval mode on the input the C++ test saved, and compares its output with the one
+trainbench's model gave on the same weights.
+
+    /usr/bin/python3 checkpoint_reference.py resnet|unet3d STATE.pt CASE.pt REFERENCE_CODE_DIR
+
+resnet: torchvision's resnet50 (the names the v1.1 reference's ResNet-50 uses). unet3d: the v1.1 reference's
+Unet3D (image_segmentation/pytorch/model/unet3d.py under REFERENCE_CODE_DIR), with stand-ins for the
+mlperf_logging calls its layers make while they are built. Exit 77 when the reference code is absent.
+"""
+import os
+import sys
+import types
+
+import torch
+
+
+def official_unet3d(code_dir):
+    root = os.path.join(code_dir, "mlcommons-training", "image_segmentation", "pytorch")
+    if not os.path.isdir(os.path.join(root, "model")):
+        sys.exit(77)
+    # The layers log each tensor's weights_initialization through mlperf_logging and runtime.logging while
+    # they are built; neither is needed here, so empty stand-ins take those calls.
+    constants = types.SimpleNamespace(WEIGHTS_INITIALIZATION="weights_initialization")
+    sys.modules["mlperf_logging"] = types.ModuleType("mlperf_logging")
+    sys.modules["mlperf_logging.mllog"] = types.ModuleType("mlperf_logging.mllog")
+    sys.modules["mlperf_logging.mllog"].constants = constants
+    sys.modules["mlperf_logging.mllog.constants"] = constants
+    runtime_logging = types.ModuleType("runtime.logging")
+    runtime_logging.mllog_event = lambda **kwargs: None
+    sys.modules["runtime"] = types.ModuleType("runtime")
+    sys.modules["runtime.logging"] = runtime_logging
+    sys.path.insert(0, root)
+    from model.unet3d import Unet3D  # noqa: E402  (the reference's own class)
+    return Unet3D(1, 3, normalization="instancenorm", activation="relu")
+
+
+def main():
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
+    benchmark, state_path, case_path, code_dir = sys.argv[1:]
+    if benchmark == "resnet":
+        import torchvision
+        model = torchvision.models.resnet50()
+    elif benchmark == "unet3d":
+        model = official_unet3d(code_dir)
+    else:
+        sys.exit(f"unknown benchmark {benchmark}")
+    state = torch.load(state_path)
+    if not isinstance(state, dict):
+        sys.exit(f"{state_path}: torch.load returned a {type(state).__name__}, not a dict")
+    model.load_state_dict(state, strict=True)  # same names, same shapes, nothing left over
+    model.eval()
+    case = torch.load(case_path)
+    with torch.no_grad():
+        output = model(case["input"])
+    expected = case["output"]
+    scale = expected.abs().max().item()
+    error = (output - expected).abs().max().item()
+    print(f"{benchmark}: {len(state)} tensors loaded strictly; max |difference| {error:.3g} of max |output| {scale:.3g}")
+    sys.exit(0 if error <= 1e-4 * max(scale, 1.0) else 1)
+
+
+if __name__ == "__main__":
+    main()
