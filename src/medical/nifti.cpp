@@ -53,9 +53,24 @@ NiftiVolume read_nifti(const std::string& path) {
   if (!std::filesystem::is_regular_file(path)) fail(path, "no such NIfTI file");
   if (!looks_like_nifti(path)) fail(path, "not a NIfTI file (expected a NIfTI-1 or NIfTI-2 header, .nii or .nii.gz)");
   nifti_set_debug_level(0);  // the Error below says what went wrong; niftilib's own messages would repeat it
-  NiftiImagePtr image(nifti_image_read(path.c_str(), 1));
+  // The header first: its dims decide what niftilib allocates, so they are held to the file and to a stated
+  // maximum before any voxel is read (a 300-byte header once asked for 213 GB).
+  NiftiImagePtr image(nifti_image_read(path.c_str(), 0));
   if (!image) fail(path, "not a readable NIfTI file (bad header, or the data is truncated)");
-  if (!image->data) fail(path, "the NIfTI file holds no voxel data (truncated, or a header without its .img)");
+  int64_t data_bytes = 0;
+  if (image->nvox < 0 || image->nvox > kMaxNiftiVoxels || image->nbyper <= 0 ||
+      __builtin_mul_overflow(static_cast<int64_t>(image->nvox), static_cast<int64_t>(image->nbyper), &data_bytes))
+    fail(path, "NIfTI header gives " + std::to_string(image->nvox) + " voxels; expected at most " +
+                   std::to_string(kMaxNiftiVoxels) + " (2^31, KiTS19's largest volume is 2.8e8)");
+  const bool compressed = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+  if (!compressed && image->iname && std::string(image->iname) == path) {  // a single .nii: the voxels follow the header
+    const auto file_bytes = static_cast<int64_t>(std::filesystem::file_size(path));
+    if (image->iname_offset < 0 || image->iname_offset > file_bytes || data_bytes > file_bytes - image->iname_offset)
+      fail(path, "the data is truncated: the NIfTI header gives " + std::to_string(data_bytes) + " bytes of voxels from offset " +
+                     std::to_string(image->iname_offset) + ", the file has " + std::to_string(file_bytes) + " bytes");
+  }
+  if (nifti_image_load(image.get()) != 0 || !image->data)
+    fail(path, "the NIfTI file holds no voxel data (truncated, or a header without its .img)");
 
   NiftiVolume volume;
   volume.datatype = image->datatype;

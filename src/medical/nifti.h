@@ -21,7 +21,11 @@ struct NiftiVolume {
   int64_t voxel_count() const;
 };
 
-// Throws Error naming `path` when it is missing, not NIfTI, truncated or of an unsupported datatype.
+// The largest volume read_nifti reads: 2^31 voxels (KiTS19's largest case has 2.8e8).
+constexpr int64_t kMaxNiftiVoxels = int64_t{1} << 31;
+
+// Throws Error naming `path` when it is missing, not NIfTI, truncated, larger than kMaxNiftiVoxels or of an
+// unsupported datatype.
 NiftiVolume read_nifti(const std::string& path);
 
 // How write_nifti stores voxels (values are rounded to the type; KiTS19 uses both).

@@ -95,6 +95,17 @@ TEST(Nifti, NamesTheFileAndTheProblemForBadInput) {
   packed.resize(packed.size() / 2);
   data::testing::write_file(dir / "truncated.nii.gz", packed);
   EXPECT_NE(error_message([&] { read_nifti(dir / "truncated.nii.gz"); }).find("truncated.nii.gz: "), std::string::npos);
+
+  // Found by the nifti fuzzer: dims of 32767^3 in a 16 KB file made niftilib allocate terabytes before reading.
+  auto huge = data::testing::read_bytes(dir / "full.nii");
+  for (const size_t offset : {42, 44, 46}) {  // dim[1..3], little-endian shorts of the NIfTI-1 header
+    huge[offset] = 0xff;
+    huge[offset + 1] = 0x7f;
+  }
+  data::testing::write_file(dir / "huge.nii", huge);
+  EXPECT_NE(error_message([&] { read_nifti(dir / "huge.nii"); })
+                .find("huge.nii: NIfTI header gives 35181150961663 voxels; expected at most 2147483648"),
+            std::string::npos);
 }
 
 // Issue 32: niftilib turns a pixdim of 0, NaN or inf into 1.0; the reader gives what the header says, as nibabel.
