@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // An accepted value trains this long before the test interrupts it.
-constexpr auto kTrainingBudget = std::chrono::seconds(3);
+constexpr auto kTrainingBudget = std::chrono::seconds(2);
 
 struct Assignment {
   std::string key;  // dotted, as --set takes it

@@ -62,7 +62,7 @@ Unet3dImpl::Unet3dImpl(Unet3dOptions options) : options_(std::move(options)) {
   upsample_ = register_module("upsample", nn::ModuleList());
   upsample_->push_back(UpsampleBlock(filters.back(), filters.back()));
   for (size_t i = filters.size() - 1; i > 0; --i) upsample_->push_back(UpsampleBlock(filters[i], filters[i - 1]));
-  output_conv_ = nn::Sequential(nn::Conv3d(nn::Conv3dOptions(filters[0], options_.classes(), 1).bias(true)));
+  output_conv_ = nn::Conv3d(nn::Conv3dOptions(filters[0], options_.classes(), 1).bias(true));
   register_module("output", nn::ModuleDict(std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>>{
                                 {"conv", output_conv_.ptr()}}));
 }

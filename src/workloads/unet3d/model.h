@@ -6,7 +6,7 @@
 // bottleneck stage at the last width, as many upsampling stages (ConvTranspose3d(2, stride 2, with bias), the
 // skip concatenated after the upsampled tensor, two blocks) and a 1x1x1 output convolution with bias to 3
 // classes. Submodules carry the reference's names (input_block.conv1.0.weight, downsample.0..., bottleneck,
-// upsample.0.upsample_conv.0.bias, output.conv.0.weight), so its state dicts line up. The mini and tiny presets
+// upsample.0.upsample_conv.0.bias, output.conv.weight), so its state dicts line up. The mini and tiny presets
 // shorten `filters`: the same code with fewer or narrower stages.
 #include <string>
 #include <vector>
@@ -57,7 +57,7 @@ class Unet3dImpl : public torch::nn::Module {
   Unet3dOptions options_;
   TwoBlocks input_block_{nullptr}, bottleneck_{nullptr};
   torch::nn::ModuleList downsample_{nullptr}, upsample_{nullptr};
-  torch::nn::Sequential output_conv_{nullptr};  // registered as output.conv, as OutputLayer names it
+  torch::nn::Conv3d output_conv_{nullptr};  // registered as output.conv, as OutputLayer names it
 };
 TORCH_MODULE(Unet3d);
 

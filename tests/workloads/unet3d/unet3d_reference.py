@@ -46,7 +46,7 @@ class Up(nn.Module):
 class Output(nn.Module):
     def __init__(self, cin, classes):
         super().__init__()
-        self.conv = nn.Sequential(nn.Conv3d(cin, classes, 1, bias=True))
+        self.conv = nn.Conv3d(cin, classes, 1, bias=True)  # OutputLayer's name: output.conv.weight
 
     def forward(self, x):
         return self.conv(x)
