@@ -91,6 +91,10 @@ CocoDetectionSet load_coco_detection(const std::string& annotation_file, const s
 
   for (auto& sample : all)
     if (!sample.labels.empty()) set.samples.push_back(std::move(sample));
+  if (set.samples.empty())  // the loaders would refuse an empty set without saying which file it came from
+    fail(annotation_file, "has no image with an annotation to use (" + std::to_string(truth.images.size()) + " images, " +
+                              std::to_string(truth.annotations.size()) + " annotations, " + std::to_string(set.dropped_boxes) +
+                              " boxes dropped as too small or outside their image)");
   return set;
 }
 

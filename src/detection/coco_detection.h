@@ -35,7 +35,7 @@ struct CocoDetectionSet {
   int64_t dropped_boxes = 0;             // annotations left out: under 0.1 px, or wholly outside the image
 };
 
-// Throws Error naming the file and field: an image without file_name, width or height; a duplicate image id;
+// Throws Error naming the file and field: no image with a usable annotation; an image without file_name, width or height; a duplicate image id;
 // an annotation on an unknown image or category; a box coordinate or size beyond +-1e6 pixels (corrupt, not
 // a box of any image); a file_name that is absolute or leads out of image_dir, unless
 // `allow_paths_outside_image_dir` (no preset setting asks for that yet).

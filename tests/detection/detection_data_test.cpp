@@ -168,7 +168,9 @@ TEST_F(DetectionSet, FileNamesOutsideTheImageFolderAreRefusedUnlessAllowed) {
   for (const std::string name : {"../../../etc/passwd", "/etc/passwd"}) {
     const fs::path bad = root_ / "escape.json";
     const std::string text = "{\"images\": [{\"id\": 1, \"file_name\": \"" + name +
-                             "\", \"width\": 4, \"height\": 4}], \"categories\": [], \"annotations\": []}";
+                             "\", \"width\": 4, \"height\": 4}], \"categories\": [{\"id\": 1, \"name\": \"x\"}], "
+                             "\"annotations\": [{\"id\": 1, \"image_id\": 1, \"category_id\": 1, \"bbox\": [0, 0, 2, 2], "
+                             "\"area\": 4, \"iscrowd\": 0}]}";
     FILE* file = std::fopen(bad.c_str(), "w");
     std::fputs(text.c_str(), file);
     std::fclose(file);
@@ -206,6 +208,12 @@ TEST_F(DetectionSet, BoxesNoModelCanTrainOnAreDroppedAndCountedAndAbsurdOnesName
   write(box(1, 1, "[1, 1, 9, 9]") + ", " + box(7, 2, "[5, 5, 1e300, 4]"));
   EXPECT_EQ(testing::error_message([&] { load_coco_detection(file.string(), root_.string()); }),
             file.string() + ": annotations[1] (id 7).bbox[2]: 1e+300 is not a pixel position or size within +-1e6");
+
+  // Nothing left to use: named with the file, not as the loader's "no samples to load".
+  write(box(2, 1, "[5, 5, -3, 4]"));
+  EXPECT_EQ(testing::error_message([&] { load_coco_detection(file.string(), root_.string()); }),
+            file.string() + ": has no image with an annotation to use (2 images, 1 annotations, 1 boxes dropped as too "
+                            "small or outside their image)");
 }
 
 TEST_F(DetectionSet, LoaderIsSeededAndIndependentOfWorkers) {
