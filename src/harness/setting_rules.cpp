@@ -111,7 +111,7 @@ std::string with_article(const std::string& noun) {
 }
 
 // What a rule allows, as the message and the help text say it: "an integer from 1 to 1048576",
-// "one of fp32, bf16, fp16", "a list of 1 to 8 integers from 1 to 4096".
+// "one of fp32, bf16, fp16", "a list of 1 to 8 values, each an integer from 1 to 4096".
 std::string describe(const json& rule, const json& scope) {
   const std::string type = rule["type"];
   if (type == "integer" || type == "number") {
@@ -125,9 +125,11 @@ std::string describe(const json& rule, const json& scope) {
     return "one of " + options;
   }
   if (type == "list") {
-    std::string count;
-    if (rule.contains("length")) {
-      count = rule["length"].is_string() ? "as many as " + rule["length"].get<std::string>() + " has, " : rule["length"].dump() + " ";
+    std::string count, as_many;
+    if (rule.contains("length") && rule["length"].is_string()) {
+      as_many = ", as many as " + rule["length"].get<std::string>() + " has";
+    } else if (rule.contains("length")) {
+      count = rule["length"].dump() + " ";
     } else if (rule.contains("min_length") && rule.contains("max_length")) {
       count = rule["min_length"].dump() + " to " + rule["max_length"].dump() + " ";
     } else if (rule.contains("min_length")) {
@@ -136,7 +138,7 @@ std::string describe(const json& rule, const json& scope) {
       count = "at most " + rule["max_length"].dump() + " ";
     }
     const std::string order = rule.value("increasing", false) ? "increasing " : "";
-    return "a list of " + count + order + "(" + describe(rule["items"], scope) + ")";
+    return "a list of " + count + order + "values" + as_many + ", each " + describe(rule["items"], scope);
   }
   return with_article(type);
 }

@@ -127,7 +127,7 @@ TEST_F(CliTest, InputThatUsedToCrashIsANamedError) {
   const std::string out = " --quiet --out " + (dir_ / "results").string() + " --system box";
   Result result = run("run resnet --preset tiny --set stage_widths=[] --data " + dir_.string() + out);
   EXPECT_EQ(result.exit_code, 2) << result.output;
-  EXPECT_NE(result.output.find("--set stage_widths=[]: expected a list of 1 to 8 (an integer from 1 to 2048), got []"), std::string::npos)
+  EXPECT_NE(result.output.find("--set stage_widths=[]: expected a list of 1 to 8 values, each an integer from 1 to 2048, got []"), std::string::npos)
       << result.output;
   result = run("run dlrm --preset tiny --org \"$(printf '\\377\\376')\" --data " + dir_.string() + out);
   EXPECT_EQ(result.exit_code, 2) << result.output;

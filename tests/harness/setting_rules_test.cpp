@@ -77,10 +77,10 @@ TEST(SettingRules, BoundsNamingAnotherSettingUseItsValue) {
 }
 
 TEST(SettingRules, ListsCheckTheirLengthOrderAndEveryElement) {
-  EXPECT_EQ(refusal({"widths=[]"}).find("--set widths=[]: expected a list of 1 to 3 (an integer from 1 to 64), got []"), 0u);
+  EXPECT_EQ(refusal({"widths=[]"}).find("--set widths=[]: expected a list of 1 to 3 values, each an integer from 1 to 64, got []"), 0u);
   EXPECT_EQ(refusal({"widths=[8,0]"}).find("--set widths=[8,0]: element 2: expected an integer from 1 to 64, got 0"), 0u);
   EXPECT_EQ(refusal({"boundaries=[4,2]"}).find("--set boundaries=[4,2]: element 2: expected a value above the one before it"), 0u);
-  EXPECT_EQ(refusal({"rates=[1.0]"}).find("--set rates=[1.0]: expected a list of as many as boundaries has"), 0u);
+  EXPECT_EQ(refusal({"rates=[1.0]"}).find("--set rates=[1.0]: expected a list of values, as many as boundaries has, each a number from 0 to 10, got [1.0]"), 0u);
   EXPECT_EQ(refusal({"boundaries=[2,4,6]", "rates=[1,0.5,0.1]"}), "accepted");
 }
 
