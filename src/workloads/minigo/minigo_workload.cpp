@@ -243,10 +243,12 @@ class MinigoLoop {
     while (static_cast<int64_t>(window_.size()) > config_.integer("window_size")) window_.erase(window_.begin());
   }
 
-  // One pass over filter_amount of the window's examples, each under a random symmetry; `on_step` sees
-  // every step's batch size and loss. With `control`, assembling each batch counts as input wait (self-play
-  // before it is training: the reference's loop, the network's own work). Returns the examples trained on.
-  int64_t train_generation(const std::function<void(int64_t, double)>& on_step, RunControl* control = nullptr) {
+  // One pass over filter_amount of the window's examples, each under a random symmetry. With `control` (a
+  // run's block), the shared training loop's block does the meter and progress, and assembling each batch
+  // counts as input wait (self-play before it is training: the reference's loop, the network's own work);
+  // without it (the bootstrap, outside any run) the steps are plain updates. Returns the block's report.
+  BlockReport train_generation(RunControl* control) {
+    if (control) training_->begin_block(*control);
     std::vector<std::pair<int, int64_t>> all;  // (generation in window, example)
     for (size_t g = 0; g < window_.size(); ++g)
       for (int64_t i = 0; i < window_[g].count(); ++i) all.emplace_back(static_cast<int>(g), i);
@@ -273,25 +275,32 @@ class MinigoLoop {
           outcomes[static_cast<size_t>(b)] = set.outcomes[static_cast<size_t>(i)];
         }
       };
-      if (control) fetch_input(*control, assemble_batch);
-      else assemble_batch();
-      on_step(batch, train_step(features.data(), policies.data(), outcomes.data(), batch));
+      if (control) {
+        training_->fetch(assemble_batch);
+        training_->train(train_step(features.data(), policies.data(), outcomes.data(), batch));
+      } else {
+        assemble_batch();
+        training_->update(train_step(features.data(), policies.data(), outcomes.data(), batch));
+      }
     }
     net_->eval();
-    return steps * batch;
+    BlockReport report;
+    if (control) report = training_->end_block();
+    report.samples = steps * batch;
+    return report;
   }
 
-  // One optimizer step on a batch already in memory (train mode until the generation's training ends): lr
-  // from the global step, then the step counts.
-  double train_step(const uint8_t* features, const float* policies, const float* outcomes, int64_t batch) {
+  // One optimizer step's TrainingStep on a batch already in memory (train mode until the generation's
+  // training ends): lr from the global step.
+  TrainingStep train_step(const uint8_t* features, const float* policies, const float* outcomes, int64_t batch) {
     const int64_t size = config_.integer("board_size"), points = size * size;
     const auto planes = torch::from_blob(const_cast<uint8_t*>(features), {batch, go::Position::kPlanes, size, size}, torch::kUInt8)
                             .to(device_, torch::kFloat32);
     const auto pi = torch::from_blob(const_cast<float*>(policies), {batch, points + 1}, torch::kFloat32).to(device_);
     const auto z = torch::from_blob(const_cast<float*>(outcomes), {batch}, torch::kFloat32).to(device_);
     net_->train();
-    return training_->update(minigo::training_step(net_, *optimizer_, schedule_.at(training_->updates()), planes, pi, z,
-                                                   config_.number("value_cost_weight"), config_.number("opt_weight_decay")));
+    return minigo::training_step(net_, *optimizer_, schedule_.at(training_->updates()), planes, pi, z,
+                                 config_.number("value_cost_weight"), config_.number("opt_weight_decay"));
   }
 
   static go::BatchEvaluator evaluator(MinigoNet& net, const std::function<void()>& on_batch) {
@@ -300,8 +309,6 @@ class MinigoLoop {
       net->evaluate(features, batch, policy, values);
     };
   }
-
-  int64_t global_step() const { return training_->updates(); }
 
   int64_t window_examples() const {
     int64_t examples = 0;
@@ -375,7 +382,7 @@ TargetRun build_target(const Config& config, torch::Device device, int64_t seed)
     loop.play_generation(generation - 1,
                          config.integer(generation == 1 ? "bootstrap_games" : "min_selfplay_games_per_generation"), nullptr,
                          nullptr);
-    loop.train_generation([](int64_t, double) {});
+    loop.train_generation(nullptr);
   }
   torch::set_num_threads(threads_before);
   run.target = loop.net();
@@ -487,19 +494,11 @@ class MinigoWorkload : public WorkloadBase {
   // and that is the time run_stop takes if it is the first to pass.
   BlockReport train(const Block& block, RunControl& control) override {
     const auto generation = static_cast<int64_t>(block.first_epoch_num);
-    BlockReport report;
     int games = bootstrap_games_;
     if (generation > 1)
       games = loop_->play_generation(generation - 1, config_.integer("min_selfplay_games_per_generation"), nullptr,
                                      [&] { control.check_interrupt(); });
-    LossMeter losses(config_);
-    report.samples = loop_->train_generation(
-        [&](int64_t batch, double loss) {
-          losses.add(loss, loop_->global_step());
-          control.step(batch, loss);
-        },
-        &control);
-    report.mean_loss = losses.mean();
+    BlockReport report = loop_->train_generation(&control);
     report.logged = {{"actual_selfplay_games_per_generation", games}};
     saved_.push_back(snapshot_of(loop_->net()));
     return report;
