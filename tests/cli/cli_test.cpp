@@ -301,9 +301,9 @@ TEST_F(CliTest, ARunFromAnExportedInitializationLogsTheSameFirstEvaluation) {
   EXPECT_EQ(own.substr(own.find("\"value\"")), imported.substr(imported.find("\"value\"")));
   EXPECT_NE(own.substr(own.find("\"value\"")), other.substr(other.find("\"value\"")));
 
-  Result refused = run("run ssd --preset tiny --weights " + (dir_ / "seed5.pt").string() + " --out " + (dir_ / "x").string());
+  Result refused = run("run rnnt --preset tiny --weights " + (dir_ / "seed5.pt").string() + " --out " + (dir_ / "x").string());
   EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_NE(refused.output.find("--weights: ssd cannot read or write state dicts yet (resnet, unet3d can"), std::string::npos)
+  EXPECT_NE(refused.output.find("--weights: rnnt cannot read or write state dicts yet (resnet, ssd, unet3d can"), std::string::npos)
       << refused.output;
   ASSERT_EQ(run("checkpoint export unet3d --preset tiny --out " + (dir_ / "unet3d.pt").string()).exit_code, 0);
   refused = run("checkpoint export resnet --preset tiny --weights " + (dir_ / "unet3d.pt").string() + " --out " + (dir_ / "y.pt").string());

@@ -3,11 +3,13 @@
 strict=True, runs it in eval mode on the input the C++ test saved, and compares its output with the one
 trainbench's model gave on the same weights.
 
-    /usr/bin/python3 checkpoint_reference.py resnet|unet3d STATE.pt CASE.pt REFERENCE_CODE_DIR
+    /usr/bin/python3 checkpoint_reference.py resnet|ssd|unet3d STATE.pt CASE.pt REFERENCE_CODE_DIR
 
-resnet: torchvision's resnet50 (the names the v1.1 reference's ResNet-50 uses). unet3d: the v1.1 reference's
-Unet3D (image_segmentation/pytorch/model/unet3d.py under REFERENCE_CODE_DIR), with stand-ins for the
-mlperf_logging calls its layers make while they are built. Exit 77 when the reference code is absent.
+resnet: torchvision's resnet50 (the names the v1.1 reference's ResNet-50 uses). ssd: the v1.1 reference's
+SSD300 with its ResNet-34 body (single_stage_detector/ssd/ssd300.py, base_model.py), built from a
+torchvision resnet34 file written here so that nothing is downloaded. unet3d: the v1.1 reference's Unet3D
+(image_segmentation/pytorch/model/unet3d.py), with stand-ins for the mlperf_logging calls its layers make
+while they are built. Exit 77 when the reference code is absent.
 """
 import os
 import sys
@@ -36,6 +38,20 @@ def official_unet3d(code_dir):
     return Unet3D(1, 3, normalization="instancenorm", activation="relu")
 
 
+def official_ssd300(code_dir, work_dir):
+    root = os.path.join(code_dir, "mlcommons-training", "single_stage_detector", "ssd")
+    if not os.path.isfile(os.path.join(root, "ssd300.py")):
+        sys.exit(77)
+    import torchvision
+    # ResNet34(model_path=None) downloads ImageNet weights; any resnet34 file will do, since the export
+    # replaces every tensor.
+    body = os.path.join(work_dir, "resnet34.pth")
+    torch.save(torchvision.models.resnet34().state_dict(), body)
+    sys.path.insert(0, root)
+    from ssd300 import SSD300  # noqa: E402  (the reference's own class)
+    return SSD300(81, model_path=body)
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
@@ -43,6 +59,8 @@ def main():
     if benchmark == "resnet":
         import torchvision
         model = torchvision.models.resnet50()
+    elif benchmark == "ssd":
+        model = official_ssd300(code_dir, os.path.dirname(os.path.abspath(state_path)))
     elif benchmark == "unet3d":
         model = official_unet3d(code_dir)
     else:
@@ -55,6 +73,8 @@ def main():
     case = torch.load(case_path)
     with torch.no_grad():
         output = model(case["input"])
+    if isinstance(output, (tuple, list)):  # SSD300: (locations, class scores)
+        output = torch.cat([part.flatten() for part in output])
     expected = case["output"]
     scale = expected.abs().max().item()
     error = (output - expected).abs().max().item()

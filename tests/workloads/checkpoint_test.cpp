@@ -1,6 +1,6 @@
 // State dicts in and out (workloads/checkpoint.h): a round trip, refusals that list what does not fit, and
-// the exported ResNet-50 and U-Net3D loading into the official model classes (torchvision's resnet50, the
-// v1.1 reference's Unet3D) with strict=True and giving the same output on the same input.
+// the exported ResNet-50, SSD and U-Net3D loading into the official model classes (torchvision's resnet50, the
+// v1.1 reference's SSD300 and Unet3D) with strict=True and giving the same output on the same input.
 #include "workloads/checkpoint.h"
 
 #include <cstdlib>
@@ -15,6 +15,7 @@
 #include "support/torch_pickle.h"
 #include "workloads/registry.h"
 #include "workloads/resnet/model.h"
+#include "workloads/ssd/model.h"
 #include "workloads/unet3d/model.h"
 
 namespace trainbench {
@@ -108,6 +109,27 @@ TEST_F(CheckpointTest, ExportedResnet50LoadsIntoTorchvisionStrictlyAndGivesTheSa
   case_dict.insert("output", model->forward(input).detach());
   testing::save_dict(case_dict, path("resnet_case.pt"));
   EXPECT_TRUE(official_model_agrees("resnet", path("resnet50.pt"), path("resnet_case.pt")));
+}
+
+TEST_F(CheckpointTest, ExportedSsdLoadsIntoTheReferenceSsd300StrictlyAndGivesTheSameBoxesAndScores) {
+  const WorkloadEntry& entry = find_workload("ssd");
+  WorkloadSettings settings;
+  settings.config = preset_config(entry, "reference", {"precision=fp32", "pretrained_backbone=false"});
+  settings.seed = 3;
+  entry.export_weights(settings, path("ssd300.pt"));
+
+  ssd::Ssd model(ssd::SsdOptions{});  // SSD300 with ResNet-34, 81 classes: the reference preset's model
+  load_state_dict(path("ssd300.pt"), ssd::official_state(model));
+  model->eval();
+  torch::manual_seed(4);
+  const auto input = torch::randn({1, 3, 300, 300});
+  const auto [locations, scores] = model->forward(input);
+  c10::Dict<std::string, torch::Tensor> case_dict;
+  case_dict.insert("input", input);
+  case_dict.insert("output", torch::cat({locations.flatten(), scores.flatten()}).detach());
+  testing::save_dict(case_dict, path("ssd_case.pt"));
+  if (!official_model_agrees("ssd", path("ssd300.pt"), path("ssd_case.pt")))
+    GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
 }
 
 TEST_F(CheckpointTest, ExportedUnet3dLoadsIntoTheReferenceClassStrictlyAndGivesTheSameLogits) {

@@ -65,6 +65,22 @@ std::vector<int> feature_sizes(int64_t image_size) {
   return sizes;
 }
 
+StateDict official_state(const Ssd& model) {
+  static const std::vector<std::pair<std::string, std::string>> renamed = {
+      {"backbone.conv1.", "model.layer1.0."}, {"backbone.bn1.", "model.layer1.1."}, {"backbone.layer1.", "model.layer1.4."},
+      {"backbone.layer2.", "model.layer1.5."}, {"backbone.layer3.", "model.layer2.0."}};
+  StateDict state;
+  for (NamedTensor& tensor : module_state(*model))  // the default boxes follow from the geometry: not weights
+    if (tensor.name.rfind("default_boxes_", 0) != 0) state.push_back(std::move(tensor));
+  for (NamedTensor& tensor : state)
+    for (const auto& [ours, reference] : renamed)
+      if (tensor.name.rfind(ours, 0) == 0) {
+        tensor.name = reference + tensor.name.substr(ours.size());
+        break;
+      }
+  return state;
+}
+
 BasicBlockImpl::BasicBlockImpl(int64_t in_channels, int64_t channels, int64_t stride)
     : conv1(register_module("conv1", conv(in_channels, channels, 3, stride, 1, false))),
       conv2(register_module("conv2", conv(channels, channels, 3, 1, 1, false))),

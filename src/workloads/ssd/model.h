@@ -10,6 +10,7 @@
 
 #include "detection/box_ops.h"
 #include "detection/default_boxes.h"
+#include "workloads/checkpoint.h"
 #include "workloads/training_loop.h"
 
 namespace trainbench::ssd {
@@ -87,6 +88,13 @@ class SsdImpl : public torch::nn::Module {
   torch::Tensor boxes_xywh_, boxes_ltrb_;
 };
 TORCH_MODULE(Ssd);
+
+// The model's tensors under the reference SSD300's state_dict names (single_stage_detector/ssd/ssd300.py):
+// its ResNet-34 body is two Sequentials of torchvision's children (model.layer1 = conv1, bn1, relu, maxpool,
+// layer1, layer2; model.layer2 = layer3), so backbone.layer1.0.conv1.weight is model.layer1.4.0.conv1.weight;
+// the extra blocks (additional_blocks.i.0/.2) and heads (loc.i, conf.i) have the same names here. The default
+// boxes, buffers here, are left out: the reference computes them from the geometry.
+StateDict official_state(const Ssd& model);
 
 // The reference Encoder.encode for one image: IoU of the ground truth (M, 4 ltrb) with the default boxes; each
 // ground truth's best box is forced to it, otherwise a box takes its best ground truth when IoU > criterion.

@@ -67,6 +67,21 @@ SsdOptions model_options(const Config& config) {
       .geometry(geometry(config));
 }
 
+// What a run starts from over the seeded initialization: --weights (a whole model in the reference's names),
+// else the preset's ImageNet backbone, which a preset that says pretrained_backbone must name.
+void load_starting_weights(Ssd& model, const WorkloadSettings& settings) {
+  const Config& config = settings.config;
+  const std::string backbone = config.string("backbone_weights");
+  if (!settings.weights.empty())
+    load_state_dict(settings.weights, official_state(model));
+  else if (!backbone.empty())
+    model->load_backbone(backbone);
+  else if (config.boolean("pretrained_backbone"))
+    fail(config.name() + ": backbone_weights",
+         "the preset starts from ImageNet weights; pass --set backbone_weights=PATH (docs/ssd.md says how to convert "
+         "torchvision's resnet34-333f7ec4.pth) or --weights FILE");
+}
+
 DecodeOptions decode_options(const Config& config) {
   DecodeOptions options;
   options.score_threshold = config.number("score_threshold");
@@ -155,13 +170,7 @@ class SsdWorkload : public WorkloadBase {
     seed_torch(settings_);
     require_data_dir(kDataset);
     model_ = Ssd(model_options(config_));
-    const std::string weights = config_.string("backbone_weights");
-    if (!weights.empty())
-      model_->load_backbone(weights);
-    else if (config_.boolean("pretrained_backbone"))
-      fail(config_.name() + ": backbone_weights",
-           "the preset starts from ImageNet weights; pass --set backbone_weights=PATH (docs/ssd.md says how to convert "
-           "torchvision's resnet34-333f7ec4.pth)");
+    load_starting_weights(model_, settings_);
     model_->to(device_);
     model_->train();
     optimizer_.emplace(make_optimizer(model_, config_));
@@ -290,6 +299,15 @@ class SsdWorkload : public WorkloadBase {
   int64_t warmup_steps_ = 0;
 };
 
+// checkpoint export: the model a run of `settings` starts from, as build() makes it, under the reference
+// SSD300's names.
+void export_weights(const WorkloadSettings& settings, const std::string& out_path) {
+  seed_torch(settings);
+  Ssd model(model_options(settings.config));
+  load_starting_weights(model, settings);
+  save_state_dict(official_state(model), out_path);
+}
+
 void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
   const Config& config = settings.config;
   BenchRun run(settings, bench_settings);
@@ -343,7 +361,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
 WorkloadEntry registry_entry() {
   return {"ssd", "Object detection: SSD300 with a ResNet-34 backbone on COCO 2017, target box mAP 0.23",
           trainbench_presets_ssd, kDataset, construct_workload<SsdWorkload>, bench, make_generated_coco_dataset,
-          /*prepare_dataset=*/nullptr, /*export_weights=*/nullptr};
+          /*prepare_dataset=*/nullptr, export_weights};
 }
 
 }  // namespace trainbench::ssd
