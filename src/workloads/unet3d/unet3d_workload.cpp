@@ -305,8 +305,9 @@ class Unet3dWorkload : public WorkloadBase {
     communicator_->sum(sums);
     if (sums[2] != static_cast<double>(eval_count_)) fail("unet3d evaluation", "the ranks did not evaluate every case once");
     const double kidney = sums[0] / sums[2], tumour = sums[1] / sums[2];
-    // The reference reports mean_dice rounded to 4 decimals and compares that with the target.
-    return std::round((kidney + tumour) / 2 * 1e4) / 1e4;
+    // Unrounded, as the reference compares it with the target (runtime/inference.py, runtime/training.py):
+    // a Dice of 0.90796 has not reached 0.908 (audit U1).
+    return (kidney + tumour) / 2;
   }
 
  private:
