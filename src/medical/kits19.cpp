@@ -149,6 +149,7 @@ Shape3 resampled_shape(const Shape3& shape, const std::array<double, 3>& spacing
 PreparedCase preprocess_case(const std::vector<float>& image, const std::vector<float>& label, const Shape3& shape,
                              const std::array<double, 3>& spacing, const Shape3& min_shape) {
   PreparedCase result;
+  check_labels(label, shape, "preprocess");  // before the cast, which is undefined beyond uint8 (found by the nifti fuzzer)
   std::vector<uint8_t> labels(label.size());
   // get_fdata().astype(np.uint8)
   std::transform(label.begin(), label.end(), labels.begin(), [](float value) { return static_cast<uint8_t>(value); });

@@ -116,6 +116,13 @@ TEST(Kits19, LabelsOutsideTheThreeClassesAndNonFiniteIntensitiesNameTheVoxel) {
             (case_dir / "segmentation.nii.gz").string() +
                 ": voxel (3, 3, 3) is 3; expected a label 0 (background), 1 (kidney) or 2 (tumour)");
   EXPECT_FALSE(std::filesystem::exists(dir / "out/case_00000_x.npy"));
+
+  // preprocess_case itself refuses such a label before casting it to uint8, which is undefined beyond 255 (the
+  // nifti fuzzer's UBSan report, a label of 23553).
+  std::vector<float> wide(24, 0.0f);
+  wide[0] = 23553;
+  EXPECT_EQ(error_message([&] { preprocess_case(wide, wide, shape, {1.6, 1.2, 1.2}, {1, 1, 1}); }),
+            "preprocess: voxel (0, 0, 0) is 23553; expected a label 0 (background), 1 (kidney) or 2 (tumour)");
 }
 
 TEST(Kits19, EvaluationCasesAreTheReferencesFixedList) {
