@@ -48,10 +48,10 @@ int default_threads() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks);
 }
 
-// --weights and checkpoint export: the benchmarks whose official state_dict names are mapped.
-void require_weights_support(const WorkloadEntry& entry) {
+// --weights, --save-model and checkpoint export: the benchmarks whose official state_dict names are mapped.
+void require_weights_support(const WorkloadEntry& entry, const std::string& flag) {
   if (!entry.export_weights)
-    fail("--weights", entry.name + " cannot read or write state dicts yet (" +
+    fail(flag, entry.name + " cannot read or write state dicts yet (" +
                           benchmark_names([](const WorkloadEntry& other) { return bool(other.export_weights); }) +
                           " can; docs/checkpoints.md)");
 }
@@ -147,7 +147,7 @@ struct WorkloadFlags {
     settings.device = device;
     settings.skip_corrupt = skip_corrupt;
     settings.weights = weights;
-    if (!weights.empty()) require_weights_support(entry);
+    if (!weights.empty()) require_weights_support(entry, "--weights");
     if (!entry.uses_dataset()) {
       if (!data_dir.empty()) fail("--data", entry.name + " has no dataset (it learns from its own self-play)");
     } else if (!data_dir.empty()) {
@@ -242,6 +242,10 @@ void add_run_command(CLI::App& app, CommandContext& context) {
       ->capture_default_str()->check(CLI::IsMember({"closed", "open"}));
   command->add_option("--status", submission->status, "submission_status")
       ->capture_default_str()->check(CLI::IsMember({"onprem", "cloud", "preview", "research"}));
+  auto save_model = std::make_shared<std::string>();
+  command->add_option("--save-model", *save_model,
+                      "After each run, write its final model to DIR/<benchmark>_seed<seed>.pt as a state dict under the "
+                      "official implementation's names (`checkpoint export`'s format)");
   command->add_flag("--echo-log", *echo_log, "Also print the :::MLLOG lines to stdout");
   command->add_flag("--quiet", *quiet, "No progress line");
   command->callback([=, &context] {
@@ -249,6 +253,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
     require_utf8("--org", submission->org);
     const WorkloadEntry& entry = find_workload(flags->benchmark);
     if (flags->printed_settings_help(entry)) return;
+    if (!save_model->empty()) require_weights_support(entry, "--save-model");
     WorkloadSettings settings = flags->settings(entry, true);
     const auto ranks = RankSession::join(flags->comm_timeout);
     settings.communicator = ranks->communicator();
@@ -286,6 +291,12 @@ void add_run_command(CLI::App& app, CommandContext& context) {
         continue;
       }
       print_run_summary(run, options, outcome);
+      if (!save_model->empty() && !outcome.interrupted_by) {
+        fs::create_directories(*save_model);
+        const std::string model_path = (fs::path(*save_model) / (entry.name + "_seed" + std::to_string(options.seed) + ".pt")).string();
+        workload->save_weights(model_path);
+        std::printf("  model -> %s\n", model_path.c_str());
+      }
       std::fflush(stdout);
       if (outcome.interrupted_by) {
         std::fprintf(stderr, "trainbench: run %d aborted by signal %d; its log ends with run_stop status aborted\n", run,
@@ -452,7 +463,7 @@ void add_checkpoint_command(CLI::App& app) {
   command->add_option("--out", *out, "The state dict file to write (.pt)")->required();
   command->callback([=] {
     const WorkloadEntry& entry = find_workload(*benchmark);
-    require_weights_support(entry);
+    require_weights_support(entry, "checkpoint export");
     WorkloadSettings settings;
     settings.config = preset_config(entry, *preset, *overrides);
     settings.seed = *seed;

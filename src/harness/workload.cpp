@@ -129,4 +129,8 @@ std::string QualityTarget::text() const {
   return text;
 }
 
+void Workload::save_weights(const std::string& path) const {
+  fail("--save-model " + path, describe().benchmark + " cannot write its model as a state dict yet (docs/checkpoints.md)");
+}
+
 }  // namespace trainbench

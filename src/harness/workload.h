@@ -168,6 +168,9 @@ class Workload {
   virtual BlockReport train(const Block& block, RunControl& control) = 0;
   // The quality of the model after `block` (with Evaluation::kAfterTraining: of the model that block saved).
   virtual Metric evaluate(const Block& block, RunControl& control) = 0;
+  // run --save-model: the model as it is now, as a PyTorch state dict under the official implementation's names
+  // (workloads/checkpoint.h). Benchmarks whose names are not mapped yet throw an Error naming the flag.
+  virtual void save_weights(const std::string& path) const;
 };
 
 }  // namespace trainbench

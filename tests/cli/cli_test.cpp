@@ -277,8 +277,9 @@ TEST_F(CliTest, DataMakeOnAFullDiskNamesTheReasonAndLeavesNoPartial) {
 }
 
 // Issue 27: a run started with --weights from `checkpoint export` of the same seed starts where that run
-// starts (the same first evaluation); from another seed's file, elsewhere. Benchmarks whose official names are
-// not mapped refuse the flag, and a file of another model is refused listing what does not fit.
+// starts (the same first evaluation); from another seed's file, elsewhere. --save-model keeps the trained model
+// in the same format. Benchmarks whose official names are not mapped refuse the flags, and a file of another
+// model is refused listing what does not fit.
 TEST_F(CliTest, ARunFromAnExportedInitializationLogsTheSameFirstEvaluation) {
   const std::string data = (dir_ / "data").string();
   ASSERT_EQ(run("data make resnet --preset tiny --set dataset.train_per_class=64 --set dataset.val_per_class=16 --out " + data).exit_code, 0);
@@ -295,16 +296,26 @@ TEST_F(CliTest, ARunFromAnExportedInitializationLogsTheSameFirstEvaluation) {
     const size_t line = log.find("\"key\": \"eval_accuracy\"");
     return line == std::string::npos ? std::string("none") : log.substr(line, log.find('\n', line) - line);
   };
-  const std::string own = first_eval("own", ""), imported = first_eval("imported", " --weights " + (dir_ / "seed5.pt").string()),
+  const std::string own = first_eval("own", " --save-model " + (dir_ / "trained").string()),
+                    imported = first_eval("imported", " --weights " + (dir_ / "seed5.pt").string()),
                     other = first_eval("other", " --weights " + (dir_ / "seed6.pt").string());
   EXPECT_NE(own, "none");
   EXPECT_EQ(own.substr(own.find("\"value\"")), imported.substr(imported.find("\"value\"")));
   EXPECT_NE(own.substr(own.find("\"value\"")), other.substr(other.find("\"value\"")));
+  // --save-model kept the trained model in the same format: it is a state dict this model takes.
+  const std::string trained = (dir_ / "trained" / "resnet_seed5.pt").string();
+  ASSERT_TRUE(fs::exists(trained));
+  const Result reloaded = run("checkpoint export resnet --preset tiny --weights " + trained + " --out " + (dir_ / "again.pt").string());
+  EXPECT_EQ(reloaded.exit_code, 0) << reloaded.output;
+  EXPECT_EQ(trainbench::read_file(trained), trainbench::read_file((dir_ / "again.pt").string()));
 
   Result refused = run("run rnnt --preset tiny --weights " + (dir_ / "seed5.pt").string() + " --out " + (dir_ / "x").string());
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_NE(refused.output.find("--weights: rnnt cannot read or write state dicts yet (resnet, ssd, unet3d can"), std::string::npos)
       << refused.output;
+  refused = run("run bert --preset tiny --save-model " + (dir_ / "x").string() + " --out " + (dir_ / "x").string());
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.output.find("--save-model: bert cannot read or write state dicts yet"), std::string::npos) << refused.output;
   ASSERT_EQ(run("checkpoint export unet3d --preset tiny --out " + (dir_ / "unet3d.pt").string()).exit_code, 0);
   refused = run("checkpoint export resnet --preset tiny --weights " + (dir_ / "unet3d.pt").string() + " --out " + (dir_ / "y.pt").string());
   EXPECT_EQ(refused.exit_code, 2);

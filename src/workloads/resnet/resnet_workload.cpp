@@ -137,6 +137,8 @@ class ResNetWorkload : public WorkloadBase {
     return initialized;
   }
 
+  void save_weights(const std::string& path) const override { save_state_dict(module_state(*model_), path); }
+
   DataSummary open_data() override {
     data::ImageFolderIndex index = data::index_imagenet(settings_.data_dir);
     if (static_cast<int64_t>(index.classes.size()) != config_.integer("num_classes"))

@@ -179,6 +179,8 @@ class SsdWorkload : public WorkloadBase {
     return model_->mlperf_tensor_names();
   }
 
+  void save_weights(const std::string& path) const override { save_state_dict(official_state(model_), path); }
+
   DataSummary open_data() override {
     const fs::path root(settings_.data_dir);
     auto train = detection::load_coco_detection((root / "annotations" / "instances_train2017.json").string(),

@@ -230,6 +230,8 @@ class Unet3dWorkload : public WorkloadBase {
     return model_->initialized_tensor_names();
   }
 
+  void save_weights(const std::string& path) const override { save_state_dict(module_state(*model_), path); }
+
   DataSummary open_data() override {
     const medical::Kits19Split split = medical::split_prepared_cases(settings_.data_dir);
     if (split.train.empty()) fail(settings_.data_dir, "holds no training cases (every case is an evaluation case)");

@@ -120,7 +120,9 @@ TEST(MaskRcnnModel, TrainsAnUpdateInBf16WithTwoMicroBatches) {
   EXPECT_TRUE(std::isfinite(loss)) << loss;
   for (const auto& item : model->named_parameters()) {
     EXPECT_EQ(item.value().scalar_type(), torch::kFloat) << item.key();
-    if (item.value().grad().defined()) EXPECT_EQ(item.value().grad().scalar_type(), torch::kFloat) << item.key();
+    if (item.value().grad().defined()) {
+      EXPECT_EQ(item.value().grad().scalar_type(), torch::kFloat) << item.key();
+    }
   }
   EXPECT_FALSE(torch::equal(model->parameters().back(), before));
   EXPECT_EQ(testing::error_message([&] { training_step(model, optimizer, {0.01, 0.02}, images, {{64, 56}, {48, 64}}, targets, generator); }),
