@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "harness/cpu_contention.h"
 #include "coco/annotations.h"
 #include "coco/evaluator.h"
 #include "coco/results.h"
@@ -42,7 +43,7 @@ void add_coco_commands(CLI::App& app, CommandContext&) {
       ->capture_default_str();
   command->add_flag("--json", flags->json, "Print the 12 numbers as JSON, with names and full precision");
   command->add_option("--threads", flags->threads, "Threads (0: every core); results do not depend on it")
-      ->capture_default_str()->check(whole_number(0, usable_cpus()));
+      ->capture_default_str()->check(whole_number(0, usable_cpu_count()));
   command->callback([flags] {
     const coco::IouType type = coco::parse_iou_type(flags->type);
     // The two files are read at the same time; a bad ground truth is still reported before bad results.

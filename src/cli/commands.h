@@ -19,9 +19,8 @@ CLI::Validator number_at_least(double minimum);  // >= minimum
 // A string flag whose value goes into a JSON log or file must be valid UTF-8; the error names the flag.
 void require_utf8(const std::string& flag, const std::string& value);
 
-// The CPUs this process may run on (its affinity mask): the bound of every --threads.
-int usable_cpus();
-CLI::Validator thread_count();  // 1 .. usable_cpus()
+// 1 .. the CPUs this process may run on (harness/cpu_contention.h's usable_cpu_count): every --threads.
+CLI::Validator thread_count();
 
 void add_training_commands(CLI::App& app, CommandContext& context);  // run, bench, data
 void add_review_commands(CLI::App& app, CommandContext& context);    // review, system, report

@@ -2,13 +2,12 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <sched.h>
 #include <sstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "harness/cpu_contention.h"
 #include "util/error.h"
 
 namespace trainbench::cli {
@@ -83,14 +82,8 @@ void require_utf8(const std::string& flag, const std::string& value) {
   }
 }
 
-int usable_cpus() {
-  cpu_set_t set;
-  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 CLI::Validator thread_count() {
-  const int cpus = usable_cpus();
+  const int cpus = usable_cpu_count();
   return CLI::Validator(
       [=](std::string& text) -> std::string {
         int64_t value = 0;

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <sstream>
 #include <sys/resource.h>
+#include <thread>
 #include <unistd.h>
 
 #include "util/error.h"
@@ -58,6 +59,11 @@ std::vector<int> affinity_cpus() {
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
     if (CPU_ISSET(cpu, &mask)) cpus.push_back(cpu);
   return cpus;
+}
+
+int usable_cpu_count() {
+  const size_t cpus = affinity_cpus().size();
+  return cpus > 0 ? static_cast<int>(cpus) : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 std::map<int, CpuTicks> parse_proc_stat(const std::string& text, const std::string& source) {

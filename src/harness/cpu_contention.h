@@ -28,6 +28,8 @@ std::map<int, CpuTicks> parse_proc_stat(const std::string& text, const std::stri
 
 // The CPUs this process may run on (its affinity mask), ascending; empty when the mask cannot be read.
 std::vector<int> affinity_cpus();
+// How many: the cap of --threads and of the loaders' threads (the machine's count when the mask cannot be read).
+int usable_cpu_count();
 
 // What is read at each end of the timed region.
 struct CpuSample {

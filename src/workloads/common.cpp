@@ -69,7 +69,7 @@ int64_t local_batch_size(const Config& config, const std::string& field, int wor
 
 int loader_threads(const Config& config, const std::string& key) {
   const int64_t threads = config.integer_at_least(key, 1);
-  const int64_t cpus = std::max<int64_t>(1, static_cast<int64_t>(affinity_cpus().size()));
+  const int64_t cpus = usable_cpu_count();
   if (threads > cpus)
     fail(config.name() + ": " + key, "expected at most " + std::to_string(cpus) +
                                          " (the CPUs this process may run on), got " + std::to_string(threads));

@@ -4,13 +4,12 @@
 #include "workloads/checkpoint.h"
 
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include "data/test_files.h"
 #include "support/error_message.h"
 #include "support/torch_pickle.h"
 #include "workloads/registry.h"
@@ -21,18 +20,42 @@
 namespace trainbench {
 namespace {
 
-namespace fs = std::filesystem;
 using testing::error_message;
 
 class CheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("trainbench_checkpoint_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
+  std::string path(const std::string& name) const { return dir_ / name; }
+
+  // The reference preset's model (seed 3) as `checkpoint export` writes it, in fp32.
+  std::string export_reference_model(const std::string& benchmark, std::vector<std::string> overrides = {}) const {
+    const WorkloadEntry& entry = find_workload(benchmark);
+    overrides.insert(overrides.begin(), "precision=fp32");
+    WorkloadSettings settings;
+    settings.config = preset_config(entry, "reference", overrides);
+    settings.seed = 3;
+    const std::string file = path(benchmark + ".pt");
+    entry.export_weights(settings, file);
+    return file;
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+
+  // Saves trainbench's `output` on `input` and runs checkpoint_reference.py, which loads `state` into the
+  // official class; false (for a skip) where the reference code is absent.
+  bool official_model_agrees(const std::string& benchmark, const std::string& state, const torch::Tensor& input,
+                             const torch::Tensor& output) const {
+    c10::Dict<std::string, torch::Tensor> case_dict;
+    case_dict.insert("input", input);
+    case_dict.insert("output", output.detach());
+    const std::string case_file = path(benchmark + "_case.pt");
+    testing::save_dict(case_dict, case_file);
+    const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_CHECKPOINT_REFERENCE_SCRIPT + " " + benchmark +
+                                " " + state + " " + case_file + " " + TRAINBENCH_REFERENCE_CODE_DIR;
+    const int status = std::system(command.c_str());
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) return false;
+    EXPECT_EQ(status, 0) << "the official model refused the file or disagreed: " << command;
+    return true;
+  }
+
+  const data::testing::TempDir dir_;
 };
 
 torch::nn::Sequential small_net() {
@@ -82,73 +105,36 @@ TEST_F(CheckpointTest, AFileThatDoesNotFitIsRefusedListingWhatDiffersAndChangesN
   EXPECT_NE(error_message([&] { load_state_dict(path("empty.pt"), module_state(*target)); }).find("9 missing"), std::string::npos);
 }
 
-// Runs checkpoint_reference.py; false (and a skip) where the reference code is absent.
-bool official_model_agrees(const std::string& benchmark, const std::string& state, const std::string& case_file) {
-  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_CHECKPOINT_REFERENCE_SCRIPT + " " + benchmark + " " +
-                              state + " " + case_file + " " + TRAINBENCH_REFERENCE_CODE_DIR;
-  const int status = std::system(command.c_str());
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) return false;
-  EXPECT_EQ(status, 0) << "the official model refused the file or disagreed: " << command;
-  return true;
-}
-
 TEST_F(CheckpointTest, ExportedResnet50LoadsIntoTorchvisionStrictlyAndGivesTheSameLogits) {
-  const WorkloadEntry& entry = find_workload("resnet");
-  WorkloadSettings settings;
-  settings.config = preset_config(entry, "reference", {"precision=fp32"});
-  settings.seed = 3;
-  entry.export_weights(settings, path("resnet50.pt"));
-
+  const std::string state = export_reference_model("resnet");
   resnet::ResNet model;  // ResNet-50, the reference preset's model
-  load_state_dict(path("resnet50.pt"), module_state(*model));
+  load_state_dict(state, module_state(*model));
   model->eval();
   torch::manual_seed(4);
   const auto input = torch::randn({2, 3, 64, 64});
-  c10::Dict<std::string, torch::Tensor> case_dict;
-  case_dict.insert("input", input);
-  case_dict.insert("output", model->forward(input).detach());
-  testing::save_dict(case_dict, path("resnet_case.pt"));
-  EXPECT_TRUE(official_model_agrees("resnet", path("resnet50.pt"), path("resnet_case.pt")));
+  EXPECT_TRUE(official_model_agrees("resnet", state, input, model->forward(input)));
 }
 
 TEST_F(CheckpointTest, ExportedSsdLoadsIntoTheReferenceSsd300StrictlyAndGivesTheSameBoxesAndScores) {
-  const WorkloadEntry& entry = find_workload("ssd");
-  WorkloadSettings settings;
-  settings.config = preset_config(entry, "reference", {"precision=fp32", "pretrained_backbone=false"});
-  settings.seed = 3;
-  entry.export_weights(settings, path("ssd300.pt"));
-
+  const std::string state = export_reference_model("ssd", {"pretrained_backbone=false"});
   ssd::Ssd model(ssd::SsdOptions{});  // SSD300 with ResNet-34, 81 classes: the reference preset's model
-  load_state_dict(path("ssd300.pt"), ssd::official_state(model));
+  load_state_dict(state, ssd::official_state(model));
   model->eval();
   torch::manual_seed(4);
   const auto input = torch::randn({1, 3, 300, 300});
   const auto [locations, scores] = model->forward(input);
-  c10::Dict<std::string, torch::Tensor> case_dict;
-  case_dict.insert("input", input);
-  case_dict.insert("output", torch::cat({locations.flatten(), scores.flatten()}).detach());
-  testing::save_dict(case_dict, path("ssd_case.pt"));
-  if (!official_model_agrees("ssd", path("ssd300.pt"), path("ssd_case.pt")))
+  if (!official_model_agrees("ssd", state, input, torch::cat({locations.flatten(), scores.flatten()})))
     GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
 }
 
 TEST_F(CheckpointTest, ExportedUnet3dLoadsIntoTheReferenceClassStrictlyAndGivesTheSameLogits) {
-  const WorkloadEntry& entry = find_workload("unet3d");
-  WorkloadSettings settings;
-  settings.config = preset_config(entry, "reference", {"precision=fp32"});
-  settings.seed = 3;
-  entry.export_weights(settings, path("unet3d.pt"));
-
+  const std::string state = export_reference_model("unet3d");
   unet3d::Unet3d model;  // filters 32 to 320, the reference preset's model
-  load_state_dict(path("unet3d.pt"), module_state(*model));
+  load_state_dict(state, module_state(*model));
   model->eval();
   torch::manual_seed(4);
   const auto input = torch::randn({1, 1, 64, 64, 64});  // the bottleneck, 1/32 of it, must keep more than one voxel
-  c10::Dict<std::string, torch::Tensor> case_dict;
-  case_dict.insert("input", input);
-  case_dict.insert("output", model->forward(input).detach());
-  testing::save_dict(case_dict, path("unet3d_case.pt"));
-  if (!official_model_agrees("unet3d", path("unet3d.pt"), path("unet3d_case.pt")))
+  if (!official_model_agrees("unet3d", state, input, model->forward(input)))
     GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
 }
 
