@@ -64,9 +64,62 @@ torch::Tensor RnntImpl::predict(const torch::Tensor& tokens) {
   return std::get<0>(dec_rnn->forward(y.transpose(0, 1))).transpose(0, 1);
 }
 
-torch::Tensor RnntImpl::joint(const torch::Tensor& encoded, const torch::Tensor& predicted) {
-  const torch::Tensor f = joint_enc->forward(encoded).unsqueeze(2), g = joint_pred->forward(predicted).unsqueeze(1);
-  return joint_net->forward(joint_dropout->forward(torch::relu(f + g)));
+LatticeCells lattice_cells(const torch::Tensor& step_counts, const torch::Tensor& token_counts, const torch::Tensor& tokens,
+                           int64_t frames, int64_t max_tokens, int64_t blank, const torch::Device& device) {
+  const torch::Tensor steps = step_counts.to(torch::kCPU, torch::kLong).contiguous();
+  const torch::Tensor counts = token_counts.to(torch::kCPU, torch::kLong).contiguous();
+  const torch::Tensor labels = tokens.to(torch::kCPU, torch::kLong).contiguous();
+  LatticeCells cells;
+  cells.batch = steps.size(0);
+  cells.frames = frames;
+  cells.tokens = max_tokens;
+  cells.offsets.assign(1, 0);
+  for (int64_t b = 0; b < cells.batch; ++b) {
+    const int64_t T_b = steps.data_ptr<int64_t>()[b], U_b = counts.data_ptr<int64_t>()[b];
+    if (T_b < 1 || T_b > frames || U_b < 0 || U_b > max_tokens)
+      fail("rnnt lattice", "utterance " + std::to_string(b) + " has " + std::to_string(T_b) + " steps and " +
+                               std::to_string(U_b) + " tokens; expected 1 to " + std::to_string(frames) + " and 0 to " +
+                               std::to_string(max_tokens));
+    cells.offsets.push_back(cells.offsets.back() + T_b * (U_b + 1));
+  }
+  const int64_t count = cells.count(), U = max_tokens;
+  torch::Tensor encoder_rows = torch::empty({count}, torch::kLong), prediction_rows = torch::empty({count}, torch::kLong);
+  torch::Tensor lattice_index = torch::empty({count}, torch::kLong), next_tokens = torch::empty({count}, torch::kLong);
+  std::vector<int64_t> label_cells, label_index;
+  int64_t* encoder_row = encoder_rows.data_ptr<int64_t>();
+  int64_t* prediction_row = prediction_rows.data_ptr<int64_t>();
+  int64_t* lattice = lattice_index.data_ptr<int64_t>();
+  int64_t* next = next_tokens.data_ptr<int64_t>();
+  const int64_t label_stride = labels.dim() == 2 ? labels.size(1) : 0;
+  for (int64_t b = 0, n = 0; b < cells.batch; ++b) {
+    const int64_t T_b = steps.data_ptr<int64_t>()[b], U_b = counts.data_ptr<int64_t>()[b];
+    for (int64_t t = 0; t < T_b; ++t)
+      for (int64_t u = 0; u <= U_b; ++u, ++n) {
+        encoder_row[n] = b * frames + t;
+        prediction_row[n] = b * (U + 1) + u;
+        lattice[n] = (b * frames + t) * (U + 1) + u;
+        next[n] = u < U_b ? labels.data_ptr<int64_t>()[b * label_stride + u] : blank;
+        if (u < U_b) {
+          label_cells.push_back(n);
+          label_index.push_back((b * frames + t) * U + u);
+        }
+      }
+  }
+  cells.encoder_rows = encoder_rows.to(device);
+  cells.prediction_rows = prediction_rows.to(device);
+  cells.lattice_index = lattice_index.to(device);
+  cells.next_tokens = next_tokens.to(device);
+  cells.label_cells = torch::tensor(label_cells, torch::kLong).to(device);
+  cells.label_index = torch::tensor(label_index, torch::kLong).to(device);
+  return cells;
+}
+
+torch::Tensor RnntImpl::joint(const torch::Tensor& encoded, const torch::Tensor& predicted, const LatticeCells& cells) {
+  // Each half's linear layer runs once per frame or token; only the sum, and what follows it, is per cell.
+  const torch::Tensor f = joint_enc->forward(encoded).flatten(0, 1), g = joint_pred->forward(predicted).flatten(0, 1);
+  // Added in place: one (N, J) tensor instead of two (neither addend is kept for the backward pass).
+  const torch::Tensor hidden = f.index_select(0, cells.encoder_rows).add_(g.index_select(0, cells.prediction_rows));
+  return joint_net->forward(joint_dropout->forward(torch::relu(hidden)));
 }
 
 std::tuple<torch::Tensor, std::tuple<torch::Tensor, torch::Tensor>> RnntImpl::predict_step(
@@ -124,13 +177,13 @@ LatticeResult run_lattice(const torch::Tensor& log_blank, const torch::Tensor& l
   return result;
 }
 
-// The transducer loss with its log-softmax fused in: logits (B, T, U + 1, V) in, the loss per utterance out.
-// Forward keeps only log-sum-exp per cell (B, T, U + 1); backward writes d loss / d logits straight into one
-// tensor of the logits' shape: softmax x -(g_blank + g_label) per cell, plus g_blank at the blank and g_label
-// at the next token. So no second (B, T, U + 1, V) tensor lives next to the logits (a separate log_softmax
-// keeps its output, and select and gather each backpropagate a zero-filled one), and nothing of that size
-// leaves the logits' device: only the lattice's (B, T, U + 1) inputs go to the CPU. Utterances are taken one
-// at a time, so temporaries are (T, U + 1, V).
+// The transducer loss with its log-softmax fused in: packed logits (N, V) in, the loss per utterance out.
+// Forward keeps only log-sum-exp per cell (N); backward writes d loss / d logits straight into one tensor of
+// the logits' shape: softmax x -(g_blank + g_label) per cell, plus g_blank at the blank and g_label at the
+// next token. So no second (N, V) tensor lives next to the logits (a separate log_softmax keeps its output,
+// and select and gather each backpropagate a zero-filled one), and nothing of that size leaves the logits'
+// device: only the lattice's (B, T, U + 1) inputs go to the CPU. Utterances are taken one at a time, so
+// temporaries are (T_b (U_b + 1), V).
 torch::ScalarType compute_type(const torch::Tensor& logits) {
   return logits.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
 }
@@ -138,26 +191,31 @@ torch::ScalarType compute_type(const torch::Tensor& logits) {
 class TransducerLossFunction : public torch::autograd::Function<TransducerLossFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& logits,
-                               const torch::Tensor& tokens, const torch::Tensor& frame_counts,
+                               const LatticeCells& cells, const torch::Tensor& frame_counts,
                                const torch::Tensor& token_counts, int64_t blank) {
     torch::NoGradGuard no_grad;
-    const int64_t batch = logits.size(0), T = logits.size(1), U = logits.size(2) - 1;
-    const torch::Tensor next_tokens = tokens.slice(1, 0, U).to(logits.device(), torch::kLong);
+    const int64_t batch = cells.batch, T = cells.frames, U = cells.tokens;
     // float (bf16 and fp16 logits too), or double for double logits
     const auto float_options = logits.options().dtype(compute_type(logits));
-    torch::Tensor log_sum_exp = torch::empty({batch, T, U + 1}, float_options);
-    torch::Tensor log_blank = torch::empty({batch, T, U + 1}, float_options), log_label = torch::empty({batch, T, U}, float_options);
+    torch::Tensor log_sum_exp = torch::empty({cells.count()}, float_options);
     for (int64_t b = 0; b < batch; ++b) {
-      const torch::Tensor cells = logits[b].to(compute_type(logits));  // (T, U + 1, V): a view for float logits
-      log_sum_exp[b].copy_(cells.logsumexp(-1));
-      log_blank[b].copy_(cells.select(2, blank) - log_sum_exp[b]);
-      const torch::Tensor index = next_tokens[b].view({1, U, 1}).expand({T, U, 1});
-      log_label[b].copy_(cells.slice(1, 0, U).gather(2, index).squeeze(2) - log_sum_exp[b].slice(1, 0, U));
+      const int64_t begin = cells.offsets[b], end = cells.offsets[b + 1];
+      log_sum_exp.slice(0, begin, end).copy_(logits.slice(0, begin, end).to(compute_type(logits)).logsumexp(-1));
     }
-    LatticeResult lattice = run_lattice(log_blank, log_label, frame_counts, token_counts);
-    context->save_for_backward({logits, log_sum_exp, lattice.grad_blank.to(logits.device(), compute_type(logits)),
-                                lattice.grad_label.to(logits.device(), compute_type(logits)), next_tokens});
+    const torch::Tensor log_blank = logits.select(1, blank).to(compute_type(logits)) - log_sum_exp;
+    const torch::Tensor log_next = logits.gather(1, cells.next_tokens.unsqueeze(1)).squeeze(1).to(compute_type(logits)) - log_sum_exp;
+    // The lattice reads the dense (B, T, U + 1) and (B, T, U) grids; cells outside an utterance stay unread.
+    const torch::Tensor dense_blank = torch::zeros({batch * T * (U + 1)}, float_options).index_copy_(0, cells.lattice_index, log_blank);
+    const torch::Tensor dense_label =
+        torch::zeros({batch * T * U}, float_options).index_copy_(0, cells.label_index, log_next.index_select(0, cells.label_cells));
+    LatticeResult lattice = run_lattice(dense_blank.view({batch, T, U + 1}), dense_label.view({batch, T, U}), frame_counts, token_counts);
+    const torch::Tensor grad_blank = lattice.grad_blank.to(logits.device(), compute_type(logits)).view(-1).index_select(0, cells.lattice_index);
+    const torch::Tensor grad_next = torch::zeros({cells.count()}, float_options)
+                                        .index_copy_(0, cells.label_cells,
+                                                     lattice.grad_label.to(logits.device(), compute_type(logits)).view(-1).index_select(0, cells.label_index));
+    context->save_for_backward({logits, log_sum_exp, grad_blank, grad_next, cells.next_tokens});
     context->saved_data["blank"] = blank;
+    context->saved_data["offsets"] = cells.offsets;
     return lattice.losses.to(logits.device(), compute_type(logits));
   }
 
@@ -165,20 +223,23 @@ class TransducerLossFunction : public torch::autograd::Function<TransducerLossFu
                                                torch::autograd::tensor_list grad_outputs) {
     torch::NoGradGuard no_grad;
     const auto saved = context->get_saved_variables();
-    const torch::Tensor &logits = saved[0], &log_sum_exp = saved[1], &grad_blank = saved[2], &grad_label = saved[3],
+    const torch::Tensor &logits = saved[0], &log_sum_exp = saved[1], &grad_blank = saved[2], &grad_next = saved[3],
                         &next_tokens = saved[4];
     const int64_t blank = context->saved_data["blank"].toInt();
-    const int64_t batch = logits.size(0), T = logits.size(1), U = logits.size(2) - 1;
+    const std::vector<int64_t> offsets = context->saved_data["offsets"].toIntVector();
     const torch::Tensor scale = grad_outputs[0].to(compute_type(logits));
     torch::Tensor grad_logits = torch::empty_like(logits, torch::MemoryFormat::Contiguous);
-    for (int64_t b = 0; b < batch; ++b) {
-      const torch::Tensor g_blank = grad_blank[b] * scale[b], g_label = grad_label[b] * scale[b];  // (T, U + 1), (T, U)
-      torch::Tensor per_cell = g_blank.clone();
-      per_cell.slice(1, 0, U).add_(g_label);
-      torch::Tensor grad = (logits[b].to(compute_type(logits)) - log_sum_exp[b].unsqueeze(2)).exp_().mul_(per_cell.neg().unsqueeze(2));
-      grad.select(2, blank).add_(g_blank);
-      grad.slice(1, 0, U).scatter_add_(2, next_tokens[b].view({1, U, 1}).expand({T, U, 1}), g_label.unsqueeze(2));
-      grad_logits[b].copy_(grad);
+    for (size_t b = 0; b + 1 < offsets.size(); ++b) {
+      const int64_t begin = offsets[b], end = offsets[b + 1];
+      const torch::Tensor g_blank = grad_blank.slice(0, begin, end) * scale[static_cast<int64_t>(b)];
+      const torch::Tensor g_next = grad_next.slice(0, begin, end) * scale[static_cast<int64_t>(b)];
+      torch::Tensor grad = (logits.slice(0, begin, end).to(compute_type(logits)) - log_sum_exp.slice(0, begin, end).unsqueeze(1))
+                               .exp_()
+                               .mul_((g_blank + g_next).neg_().unsqueeze(1));
+      grad.select(1, blank).add_(g_blank);
+      // A cell without a label transition has g_next = 0 and names the blank: adding it changes nothing.
+      grad.scatter_add_(1, next_tokens.slice(0, begin, end).unsqueeze(1), g_next.unsqueeze(1));
+      grad_logits.slice(0, begin, end).copy_(grad);
     }
     return {grad_logits, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
@@ -186,17 +247,27 @@ class TransducerLossFunction : public torch::autograd::Function<TransducerLossFu
 
 }  // namespace
 
+torch::Tensor packed_rnnt_loss(const torch::Tensor& logits, const LatticeCells& cells, const torch::Tensor& frame_counts,
+                               const torch::Tensor& token_counts, int64_t blank) {
+  return TransducerLossFunction::apply(logits, cells, frame_counts, token_counts, blank);
+}
+
 torch::Tensor rnnt_loss(const torch::Tensor& logits, const torch::Tensor& tokens, const torch::Tensor& frame_counts,
                         const torch::Tensor& token_counts, int64_t blank) {
-  return TransducerLossFunction::apply(logits, tokens, frame_counts, token_counts, blank);
+  const int64_t T = logits.size(1), U = logits.size(2) - 1;
+  const LatticeCells cells = lattice_cells(frame_counts, token_counts, tokens, T, U, blank, logits.device());
+  const torch::Tensor packed = logits.flatten(0, 2).index_select(0, cells.lattice_index);
+  return packed_rnnt_loss(packed, cells, frame_counts, token_counts, blank);
 }
 
 torch::Tensor training_loss(Rnnt& model, const torch::Tensor& features, const torch::Tensor& frame_counts,
                             const torch::Tensor& tokens, const torch::Tensor& token_counts) {
   auto [encoded, steps] = model->encode(features, frame_counts);
-  const int64_t longest = steps.max().item<int64_t>();
-  const torch::Tensor logits = model->joint(encoded.slice(1, 0, longest), model->predict(tokens));
-  return rnnt_loss(logits, tokens, steps, token_counts, model->options().blank()).mean();
+  const torch::Tensor predicted = model->predict(tokens);
+  const LatticeCells cells = lattice_cells(steps, token_counts, tokens, encoded.size(1), predicted.size(1) - 1,
+                                           model->options().blank(), encoded.device());
+  const torch::Tensor logits = model->joint(encoded, predicted, cells);
+  return packed_rnnt_loss(logits, cells, steps, token_counts, model->options().blank()).mean();
 }
 
 std::vector<std::vector<int>> greedy_decode(Rnnt& model, const torch::Tensor& features, const torch::Tensor& frame_counts,

@@ -1,7 +1,7 @@
 #pragma once
 // The MLPerf v1.1 RNN-T (mlcommons/training rnn_speech_recognition/pytorch: rnnt/model.py, common/rnn.py,
 // configs/baseline_v3-1023sp.yaml): an LSTM encoder with time stacking, an LSTM prediction network over
-// the previous tokens, and a joint network over every (frame, token) pair; its RNN-T loss; and greedy
+// the previous tokens, and a joint network over every valid (frame, token) pair; its RNN-T loss; and greedy
 // decoding with the reference's symbol limits.
 #include <string>
 #include <vector>
@@ -48,6 +48,25 @@ class StackedLstmImpl : public torch::nn::Module {
 };
 TORCH_MODULE(StackedLstm);
 
+// The valid cells of a batch's lattices, t < T_b and u <= U_b, packed utterance after utterance (frame-major),
+// as NVIDIA's packed joint computes them: a batch of mixed lengths holds its utterances' cells, not
+// B x T x (U + 1) of the longest. T and U are the padded encoder steps and token count.
+struct LatticeCells {
+  int64_t batch = 0, frames = 0, tokens = 0;  // B, T, U
+  std::vector<int64_t> offsets;  // utterance b's cells are [offsets[b], offsets[b + 1])
+  torch::Tensor encoder_rows;  // (N): each cell's row of the encoder output as (B * T, .)
+  torch::Tensor prediction_rows;  // (N): its row of the prediction output as (B * (U + 1), .)
+  torch::Tensor lattice_index;  // (N): its place in a dense (B, T, U + 1) lattice
+  torch::Tensor next_tokens;  // (N): the token a label transition from it emits; blank where u = U_b (none)
+  torch::Tensor label_cells;  // (M): the cells with u < U_b
+  torch::Tensor label_index;  // (M): their place in a dense (B, T, U) lattice
+  int64_t count() const { return offsets.back(); }
+};
+
+// step_counts (B) <= T and token_counts (B) <= U; tokens (B, >= U). The index tensors are on `device`.
+LatticeCells lattice_cells(const torch::Tensor& step_counts, const torch::Tensor& token_counts, const torch::Tensor& tokens,
+                           int64_t frames, int64_t max_tokens, int64_t blank, const torch::Device& device);
+
 class RnntImpl : public torch::nn::Module {
  public:
   explicit RnntImpl(const RnntOptions& options);
@@ -57,8 +76,8 @@ class RnntImpl : public torch::nn::Module {
   std::pair<torch::Tensor, torch::Tensor> encode(const torch::Tensor& features, const torch::Tensor& frame_counts);
   // tokens: (batch, U) int64; returns (batch, U + 1, prediction_hidden): a zero start vector, then the tokens.
   torch::Tensor predict(const torch::Tensor& tokens);
-  // encoder (batch, T, H) and prediction (batch, U + 1, P) outputs -> logits (batch, T, U + 1, vocab + 1).
-  torch::Tensor joint(const torch::Tensor& encoded, const torch::Tensor& predicted);
+  // encoder (batch, T, H) and prediction (batch, U + 1, P) outputs -> logits (N, vocab + 1) of the valid cells.
+  torch::Tensor joint(const torch::Tensor& encoded, const torch::Tensor& predicted, const LatticeCells& cells);
 
   // One prediction step for greedy decoding: previous token per utterance (-1: the start vector) and state.
   std::tuple<torch::Tensor, std::tuple<torch::Tensor, torch::Tensor>> predict_step(
@@ -84,15 +103,21 @@ class RnntImpl : public torch::nn::Module {
 TORCH_MODULE(Rnnt);
 
 // The RNN-T loss (warp-transducer's RNNTLoss with log-softmax applied inside), per utterance: -log P(tokens |
-// features) over every alignment. logits (batch, T, U + 1, vocab + 1) with T >= max(frame_counts) and U >=
-// max(token_counts); tokens (batch, >= U). The log-softmax is fused in: its backward writes the logits'
-// gradient directly, so the step holds no second tensor of the logits' size. The lattice runs on the CPU
-// (speech/transducer.h) with exact gradients, on (batch, T, U + 1) inputs; the logits stay where they are.
+// features) over every alignment, from the packed logits (N, vocab + 1) of `cells`. The log-softmax is fused
+// in: its backward writes the logits' gradient directly, so the step holds no second tensor of the logits'
+// size. The lattice runs on the CPU (speech/transducer.h) with exact gradients, on (batch, T, U + 1) inputs;
+// the logits stay where they are.
+torch::Tensor packed_rnnt_loss(const torch::Tensor& logits, const LatticeCells& cells, const torch::Tensor& frame_counts,
+                               const torch::Tensor& token_counts, int64_t blank);
+
+// The same loss from dense logits (batch, T, U + 1, vocab + 1) with T >= max(frame_counts) and U >=
+// max(token_counts); tokens (batch, >= U). It packs a copy of the valid cells: for tests and the bench's loss
+// line, not the training step.
 torch::Tensor rnnt_loss(const torch::Tensor& logits, const torch::Tensor& tokens, const torch::Tensor& frame_counts,
                         const torch::Tensor& token_counts, int64_t blank);
 
-// The training step's forward: encode, predict, joint up to the batch's longest encoding, and the mean loss
-// over the batch.
+// The training step's forward: encode, predict, the joint over each utterance's valid cells, and the mean
+// loss over the batch.
 torch::Tensor training_loss(Rnnt& model, const torch::Tensor& features, const torch::Tensor& frame_counts,
                             const torch::Tensor& tokens, const torch::Tensor& token_counts);
 

@@ -328,12 +328,13 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   run.print_training(out, step_time, "utt", 6.0 * static_cast<double>(model->forward_macs(frames, token_count)), details);
   if (run.memory_only()) return;
 
-  // The loss alone: lattice forward-backward plus log-softmax, on logits of this batch's shape.
+  // The loss alone: lattice forward-backward plus log-softmax, on the packed logits of this batch's lattices.
   const int64_t steps = (frames + model->options().stack_time_factor() - 1) / model->options().stack_time_factor();
-  const torch::Tensor logits = torch::randn({batch, steps, token_count + 1, config.integer("vocab_size") + 1}, run.device).requires_grad_();
   const torch::Tensor step_counts = torch::full({batch}, steps, long_options);
+  const LatticeCells cells = lattice_cells(step_counts, token_counts, tokens, steps, token_count, model->options().blank(), run.device);
+  const torch::Tensor logits = torch::randn({cells.count(), config.integer("vocab_size") + 1}, run.device).requires_grad_();
   const double loss_time = run.median_step_seconds([&] {
-    const torch::Tensor loss = rnnt_loss(logits, tokens, step_counts, token_counts, model->options().blank()).sum();
+    const torch::Tensor loss = packed_rnnt_loss(logits, cells, step_counts, token_counts, model->options().blank()).sum();
     loss.backward();
     loss.item<double>();
   });

@@ -136,6 +136,35 @@ TEST(RnntModel, InitialisesLstmsAsTheReference) {
   EXPECT_EQ(RnntImpl::initialized_tensor_names().size(), 7u);
 }
 
+// NVIDIA's packed joint: one row per valid cell (t < T_b, u <= U_b), utterance after utterance, each row the
+// dense joint's value at that cell; a batch of mixed lengths holds no padding cells.
+TEST(RnntModel, TheJointComputesOnlyEachUtterancesValidCells) {
+  torch::manual_seed(4);
+  Rnnt model(small_options());
+  const torch::Tensor encoded = torch::randn({2, 4, small_options().encoder_hidden()});
+  const torch::Tensor predicted = torch::randn({2, 4, small_options().prediction_hidden()});
+  const torch::Tensor tokens = torch::tensor({{1, 2, 3}, {4, 0, 0}});
+  const LatticeCells cells = lattice_cells(torch::tensor({4, 2}), torch::tensor({3, 0}), tokens, 4, 3,
+                                           model->options().blank(), torch::kCPU);
+  EXPECT_EQ(cells.offsets, (std::vector<int64_t>{0, 16, 18}));
+  EXPECT_EQ(cells.label_cells.numel(), 12);  // the first utterance's 4 x 3 label transitions, none for the second
+  const torch::Tensor logits = model->joint(encoded, predicted, cells);
+  ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{18, small_options().vocab_size() + 1}));
+  const auto dense_cell = [&](int64_t b, int64_t t, int64_t u) {
+    return model->joint_net->forward(torch::relu(model->joint_enc->forward(encoded[b][t]) + model->joint_pred->forward(predicted[b][u])));
+  };
+  EXPECT_TRUE(torch::allclose(logits[0], dense_cell(0, 0, 0)));
+  EXPECT_TRUE(torch::allclose(logits[7], dense_cell(0, 1, 3)));   // t = 1, u = 3
+  EXPECT_TRUE(torch::allclose(logits[16], dense_cell(1, 0, 0)));  // the second utterance: 2 frames, no token
+  EXPECT_TRUE(torch::allclose(logits[17], dense_cell(1, 1, 0)));
+  EXPECT_EQ(cells.next_tokens[7].item<int64_t>(), model->options().blank());  // u = U_b: no label transition
+  EXPECT_EQ(cells.next_tokens[6].item<int64_t>(), 3);
+  EXPECT_EQ(testing::error_message([&] {
+              lattice_cells(torch::tensor({5}), torch::tensor({1}), tokens, 4, 3, model->options().blank(), torch::kCPU);
+            }),
+            "rnnt lattice: utterance 0 has 5 steps and 1 tokens; expected 1 to 4 and 0 to 3");
+}
+
 TEST(RnntModel, TwoStepsAndGreedyDecodingMatchAnIndependentPyTorchImplementation) {
   torch::manual_seed(5);
   const RnntOptions options = small_options();
