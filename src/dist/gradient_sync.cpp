@@ -1,6 +1,7 @@
 #include "dist/gradient_sync.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "util/error.h"
@@ -15,9 +16,8 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Broadcasts rank 0's values of `tensors`, one flat buffer per dtype and device.
-void broadcast_from_rank0(Communicator& communicator, const std::vector<torch::Tensor>& tensors) {
-  if (communicator.world() == 1) return;
+// Runs `collective` on one flat copy of `tensors` per dtype and device, then writes the result back.
+void on_flat_groups(const std::vector<torch::Tensor>& tensors, const std::function<void(torch::Tensor&)>& collective) {
   std::map<std::pair<int, std::string>, std::vector<torch::Tensor>> groups;
   for (const auto& tensor : tensors)
     groups[{static_cast<int>(tensor.scalar_type()), tensor.device().str()}].push_back(tensor);
@@ -26,13 +26,18 @@ void broadcast_from_rank0(Communicator& communicator, const std::vector<torch::T
     std::vector<torch::Tensor> flat_views;
     for (const auto& member : members) flat_views.push_back(member.reshape(-1));
     torch::Tensor flat = torch::cat(flat_views);
-    communicator.broadcast(flat, 0).wait();
+    collective(flat);
     int64_t offset = 0;
     for (auto& member : members) {
       member.copy_(flat.narrow(0, offset, member.numel()).view_as(member));
       offset += member.numel();
     }
   }
+}
+
+void broadcast_from_rank0(Communicator& communicator, const std::vector<torch::Tensor>& tensors) {
+  if (communicator.world() == 1) return;
+  on_flat_groups(tensors, [&](torch::Tensor& flat) { communicator.broadcast(flat, 0).wait(); });
 }
 
 }  // namespace
@@ -149,5 +154,17 @@ void GradientSync::finish() {
 }
 
 void GradientSync::broadcast_buffers() { broadcast_from_rank0(communicator_, buffers_); }
+
+void average_over_ranks(Communicator& communicator, const std::vector<torch::Tensor>& tensors) {
+  if (communicator.world() == 1) return;
+  for (const auto& tensor : tensors)
+    if (!tensor.is_floating_point())
+      fail("average_over_ranks", std::string("expected floating-point tensors, got ") + c10::toString(tensor.scalar_type()));
+  const double world = communicator.world();
+  on_flat_groups(tensors, [&](torch::Tensor& flat) {
+    communicator.allreduce_sum(flat).wait();
+    flat.div_(world);
+  });
+}
 
 }  // namespace trainbench::dist

@@ -77,4 +77,8 @@ class GradientSync {
   GradientSyncStats stats_;
 };
 
+// Every rank's `tensors` replaced by their mean over the ranks (floating point only), e.g. the batch-norm
+// running statistics SSD's reference averages before each evaluation.
+void average_over_ranks(Communicator& communicator, const std::vector<torch::Tensor>& tensors);
+
 }  // namespace trainbench::dist

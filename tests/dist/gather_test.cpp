@@ -1,40 +1,17 @@
 // The general gather (dist/gather.h): two ranks in two threads over Gloo on loopback.
 #include "dist/gather.h"
 
-#include <functional>
 #include <numeric>
-#include <thread>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "support/two_ranks.h"
+
 namespace trainbench::dist {
 namespace {
 
-// Runs `body(communicator)` as ranks 0 and 1 of a world of two; returns each rank's failure ("" if none).
-std::vector<std::string> run_two_ranks(const std::function<void(Communicator&)>& body) {
-  // A port per call: the tests of one process connect one after another.
-  static int calls = 0;
-  const int port = 28000 + static_cast<int>(::getpid() % 500) * 2 + (calls++ % 2);
-  std::vector<std::string> failures(2);
-  std::vector<std::thread> ranks;
-  for (int rank = 0; rank < 2; ++rank)
-    ranks.emplace_back([&, rank] {
-      try {
-        RankEnvironment environment;
-        environment.rank = environment.local_rank = rank;
-        environment.world = environment.local_world = 2;
-        environment.master_port = port;
-        auto communicator = Communicator::connect(environment);
-        body(*communicator);
-      } catch (const std::exception& error) {
-        failures[static_cast<size_t>(rank)] = error.what();
-      }
-    });
-  for (auto& rank : ranks) rank.join();
-  return failures;
-}
+using testing::run_two_ranks;
 
 std::vector<uint8_t> pattern(size_t size, uint8_t start) {
   std::vector<uint8_t> bytes(size);

@@ -238,7 +238,7 @@ class SsdWorkload : public WorkloadBase {
 
   Metric evaluate(const Block& block, RunControl& control) override {
     torch::NoGradGuard no_grad;
-    gradients_->broadcast_buffers();  // every rank evaluates rank 0's batch-norm statistics
+    average_running_statistics();
     model_->eval();
     const int64_t image_size = config_.integer("image_size");
     const DecodeOptions decoding = decode_options(config_);
@@ -289,6 +289,16 @@ class SsdWorkload : public WorkloadBase {
   }
 
  private:
+  // As the reference's train.py before each evaluation: every rank's batch-norm running mean and variance
+  // summed over the ranks and divided by their number, kept in the model afterwards.
+  void average_running_statistics() {
+    std::vector<torch::Tensor> statistics;
+    for (const auto& buffer : model_->named_buffers())
+      if (buffer.key().find("running_mean") != std::string::npos || buffer.key().find("running_var") != std::string::npos)
+        statistics.push_back(buffer.value());
+    dist::average_over_ranks(*communicator_, statistics);
+  }
+
   Ssd model_{nullptr};
   std::optional<torch::optim::SGD> optimizer_;
   std::optional<dist::GradientSync> gradients_;
