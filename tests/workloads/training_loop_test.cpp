@@ -3,7 +3,6 @@
 // fp16's loss scaling.
 #include <cmath>
 #include <limits>
-#include <thread>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -12,6 +11,7 @@
 #include "dist/gradient_sync.h"
 #include "support/accumulation.h"
 #include "support/error_message.h"
+#include "support/two_ranks.h"
 #include "util/error.h"
 #include "workloads/training_loop.h"
 
@@ -104,36 +104,23 @@ TEST(TrainingLoop, TwoRanksAccumulatingMicroBatchesAverageToTheFullBatchsGradien
   torch::nn::Linear reference(6, 2);
   const auto expected = testing::update_gradients(reference->parameters(), 1, [&] { return linear_step(reference, inputs, targets); });
 
-  const int port = 29000 + static_cast<int>(::getpid() % 1000);
   std::vector<std::vector<torch::Tensor>> gradients(2);
-  std::vector<std::string> failures(2);
-  std::vector<std::thread> ranks;
-  for (int rank = 0; rank < 2; ++rank)
-    ranks.emplace_back([&, rank] {
-      try {
-        dist::RankEnvironment environment;
-        environment.rank = environment.local_rank = rank;
-        environment.world = environment.local_world = 2;
-        environment.master_port = port;
-        auto communicator = dist::Communicator::connect(environment);
-        torch::nn::Linear model(6, 2);
-        {
-          torch::NoGradGuard no_grad;
-          for (size_t i = 0; i < model->parameters().size(); ++i) model->parameters()[i].copy_(reference->parameters()[i]);
-        }
-        dist::GradientSync sync(*communicator, model->parameters(), {});
-        const Config config = step_config(3);
-        TrainingLoop loop(config, torch::kCPU, model->parameters(), &sync);
-        TrainingStep step = linear_step(model, inputs.narrow(0, 6 * rank, 6), targets.narrow(0, 6 * rank, 6));
-        step.update = [&] {
-          for (const auto& parameter : model->parameters()) gradients[static_cast<size_t>(rank)].push_back(parameter.grad().clone());
-        };
-        loop.update(step);
-      } catch (const std::exception& error) {
-        failures[static_cast<size_t>(rank)] = error.what();
-      }
-    });
-  for (auto& rank : ranks) rank.join();
+  const std::vector<std::string> failures = testing::run_two_ranks([&](dist::Communicator& communicator) {
+    const int rank = communicator.rank();
+    torch::nn::Linear model(6, 2);
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < model->parameters().size(); ++i) model->parameters()[i].copy_(reference->parameters()[i]);
+    }
+    dist::GradientSync sync(communicator, model->parameters(), {});
+    const Config config = step_config(3);
+    TrainingLoop loop(config, torch::kCPU, model->parameters(), &sync);
+    TrainingStep step = linear_step(model, inputs.narrow(0, 6 * rank, 6), targets.narrow(0, 6 * rank, 6));
+    step.update = [&] {
+      for (const auto& parameter : model->parameters()) gradients[static_cast<size_t>(rank)].push_back(parameter.grad().clone());
+    };
+    loop.update(step);
+  });
   for (int rank = 0; rank < 2; ++rank) {
     ASSERT_EQ(failures[static_cast<size_t>(rank)], "") << "rank " << rank;
     ASSERT_EQ(gradients[static_cast<size_t>(rank)].size(), expected.size());
