@@ -159,18 +159,20 @@ void FeaturePipeline::normalize(FeatureMatrix& features) const {
   }
 }
 
-void FeaturePipeline::spec_augment(FeatureMatrix& features, data::Rng& rng) const {
-  // Start positions as the reference draws them: randint(0, max(1, size - width)).
+void FeaturePipeline::spec_augment(FeatureMatrix& features, int64_t padded_frames, data::Rng& rng) const {
+  // Start positions as the reference draws them (common/data/features.py): randint(0, max(1, size - width
+  // + 1)), size being the padded batch's bands or frames; a time mask's width is bounded by this
+  // utterance's own length.
   for (int i = 0; i < options_.freq_masks; ++i) {
     const int64_t width = rng.uniform_int(0, options_.freq_mask_max);
-    const int64_t start = rng.uniform_int(0, std::max<int64_t>(1, features.dims - width) - 1);
+    const int64_t start = rng.uniform_int(0, std::max<int64_t>(1, features.dims - width + 1) - 1);
     for (int64_t f = 0; f < features.frames; ++f)
       for (int64_t d = start; d < std::min(features.dims, start + width); ++d) features.at(f, d) = 0;
   }
   const auto max_time = static_cast<int64_t>(std::llround(options_.time_mask_max_fraction * static_cast<double>(features.frames)));
   for (int i = 0; i < options_.time_masks; ++i) {
     const int64_t width = rng.uniform_int(0, max_time);
-    const int64_t start = rng.uniform_int(0, std::max<int64_t>(1, features.frames - width + 1) - 1);
+    const int64_t start = rng.uniform_int(0, std::max<int64_t>(1, padded_frames - width + 1) - 1);
     for (int64_t f = start; f < std::min(features.frames, start + width); ++f)
       for (int64_t d = 0; d < features.dims; ++d) features.at(f, d) = 0;
   }
@@ -194,7 +196,7 @@ int64_t FeaturePipeline::output_frames(int64_t samples) const {
   return (frames + options_.subsampling - 1) / options_.subsampling;
 }
 
-FeatureMatrix FeaturePipeline::compute(std::vector<float> samples, bool train, data::Rng& rng) const {
+FeatureMatrix FeaturePipeline::normalized_log_mel(std::vector<float> samples, bool train, data::Rng& rng) const {
   if (train && (options_.speed_min != 1 || options_.speed_max != 1))
     samples = resample(samples, rng.uniform(options_.speed_min, options_.speed_max));
   const auto [begin, end] = nonsilent_region(samples);
@@ -205,8 +207,18 @@ FeatureMatrix FeaturePipeline::compute(std::vector<float> samples, bool train, d
     for (float& sample : samples) sample += static_cast<float>(options_.dither * standard_normal(rng));
   FeatureMatrix features = log_mel(samples);
   normalize(features);
-  if (train) spec_augment(features, rng);
+  return features;
+}
+
+FeatureMatrix FeaturePipeline::augment_and_stack(FeatureMatrix features, bool train, int64_t padded_frames, data::Rng& rng) const {
+  if (train) spec_augment(features, padded_frames, rng);
   return stack_and_subsample(features);
+}
+
+FeatureMatrix FeaturePipeline::compute(std::vector<float> samples, bool train, data::Rng& rng) const {
+  FeatureMatrix features = normalized_log_mel(std::move(samples), train, rng);
+  const int64_t frames = features.frames;
+  return augment_and_stack(std::move(features), train, frames, rng);
 }
 
 }  // namespace trainbench::speech

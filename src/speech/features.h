@@ -11,7 +11,9 @@
 //   80 Slaney-normalised mel bands (librosa.filters.mel defaults), natural log floored at 1e-20
 //   per-utterance, per-band normalisation: (x - mean) / (unbiased std + 1e-5)
 //   SpecAugment (train): freq_masks masks of width U{0..freq_mask_max}, time_masks masks of width
-//     U{0..round(time_mask_max_fraction * frames)}, masked values set to 0
+//     U{0..round(time_mask_max_fraction * frames)}, masked values set to 0; the reference masks the padded
+//     batch (common/data/features.py: SpecAugment after DALI's Pad), so a time mask starts anywhere in the
+//     batch's longest utterance and may fall partly or wholly in this one's padding
 //   frame stacking and subsampling: frame t' = [x(3t'), x(3t'+1), x(3t'+2)], zero beyond the end, ceil(T/3) frames
 // The FFT is written here (radix 2, one size) because no FFT library is among the project's dependencies.
 #include <complex>
@@ -53,9 +55,13 @@ class FeaturePipeline {
  public:
   explicit FeaturePipeline(const FeatureOptions& options);
 
-  // The whole pipeline on one utterance at options.sample_rate. `train` turns on speed perturbation and
-  // SpecAugment; all randomness (speed, dither, masks) comes from `rng`.
+  // The whole pipeline on one utterance at options.sample_rate, as a batch of one. `train` turns on speed
+  // perturbation and SpecAugment; all randomness (speed, dither, masks) comes from `rng`.
   FeatureMatrix compute(std::vector<float> samples, bool train, data::Rng& rng) const;
+  // The pipeline in the two halves a batch needs: each utterance up to normalisation, then, once the batch's
+  // longest is known, SpecAugment (train) against that padded length, stacking and subsampling.
+  FeatureMatrix normalized_log_mel(std::vector<float> samples, bool train, data::Rng& rng) const;
+  FeatureMatrix augment_and_stack(FeatureMatrix features, bool train, int64_t padded_frames, data::Rng& rng) const;
 
   // The stages, in pipeline order.
   // [begin, end) of the samples whose windowed power is within trim_db of the loudest window.
@@ -63,7 +69,8 @@ class FeaturePipeline {
   // Pre-emphasis, power STFT, mel bands and log: frames x mel_bands (no dither).
   FeatureMatrix log_mel(const std::vector<float>& samples) const;
   void normalize(FeatureMatrix& features) const;
-  void spec_augment(FeatureMatrix& features, data::Rng& rng) const;
+  // padded_frames >= features.frames: the batch's longest utterance, where the time masks may start.
+  void spec_augment(FeatureMatrix& features, int64_t padded_frames, data::Rng& rng) const;
   FeatureMatrix stack_and_subsample(const FeatureMatrix& features) const;
 
   // mel_bands x (n_fft / 2 + 1), row-major.

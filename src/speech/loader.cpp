@@ -99,13 +99,19 @@ SpeechBatch SpeechLoader::build(const std::vector<int64_t>& batch, int64_t epoch
   out.utterances = batch;
   out.feature_dims = pipeline_.options().output_dims();
   std::vector<FeatureMatrix> features;
+  std::vector<data::Rng> streams;
+  int64_t padded_frames = 0;  // the batch's longest utterance before stacking, which SpecAugment masks over
   for (size_t i = 0; i < batch.size(); ++i) {
     if (stopping) return out;
     const Utterance& utterance = utterances_.at(static_cast<size_t>(batch[i]));
-    data::Rng rng(data::mix_seed(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(batch_index), i));
+    streams.emplace_back(data::mix_seed(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(batch_index), i));
     Audio audio = read_audio(utterance.audio_path, pipeline_.options().sample_rate);
-    features.push_back(pipeline_.compute(std::move(audio.samples), options_.train, rng));
-    out.max_frames = std::max(out.max_frames, features.back().frames);
+    features.push_back(pipeline_.normalized_log_mel(std::move(audio.samples), options_.train, streams.back()));
+    padded_frames = std::max(padded_frames, features.back().frames);
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    features[i] = pipeline_.augment_and_stack(std::move(features[i]), options_.train, padded_frames, streams[i]);
+    out.max_frames = std::max(out.max_frames, features[i].frames);
     out.max_tokens = std::max(out.max_tokens, static_cast<int64_t>(tokens_[batch[i]].size()));
   }
   out.features.assign(static_cast<size_t>(out.size * out.max_frames * out.feature_dims), 0.0f);

@@ -121,7 +121,7 @@ TEST(SpeechFeatures, SpecAugmentMasksWithinItsLimits) {
     features.dims = 80;
     features.values.assign(500 * 80, 1.0f);
     data::Rng rng(seed);
-    pipeline.spec_augment(features, rng);
+    pipeline.spec_augment(features, 500, rng);
     int64_t masked_bands = 0, masked_frames = 0;
     for (int64_t d = 0; d < 80; ++d) {
       bool all = true;
@@ -137,6 +137,44 @@ TEST(SpeechFeatures, SpecAugmentMasksWithinItsLimits) {
     EXPECT_LE(masked_frames, 10 * 15);  // round(0.03 * 500) = 15 frames per mask at most
     for (float v : features.values) ASSERT_TRUE(v == 0.0f || v == 1.0f);
   }
+}
+
+// Audit R3: the reference masks the padded batch, so a short utterance's time masks start anywhere in the
+// batch's longest and mostly land in its padding; a band mask may end at the last band.
+TEST(SpeechFeatures, SpecAugmentPlacesTimeMasksOverThePaddedBatch) {
+  FeatureOptions options;
+  options.freq_masks = 2;
+  options.freq_mask_max = 20;
+  const FeaturePipeline pipeline{options};
+  const auto masked_frames = [&](int64_t padded_frames, uint64_t seed, bool& last_band_masked) {
+    FeatureMatrix features;
+    features.frames = 100;
+    features.dims = 80;
+    features.values.assign(100 * 80, 1.0f);
+    data::Rng rng(seed);
+    pipeline.spec_augment(features, padded_frames, rng);
+    int64_t frames = 0;
+    for (int64_t f = 0; f < features.frames; ++f) {
+      bool all = true;
+      for (int64_t d = 0; d < features.dims; ++d) all = all && features.at(f, d) == 0;
+      frames += all;
+    }
+    bool band = true;
+    for (int64_t f = 0; f < features.frames; ++f) band = band && features.at(f, 79) == 0;
+    last_band_masked = last_band_masked || band;
+    return frames;
+  };
+  int64_t alone = 0, in_a_long_batch = 0;
+  bool last_band_masked = false;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    alone += masked_frames(100, seed, last_band_masked);
+    in_a_long_batch += masked_frames(2000, seed, last_band_masked);
+  }
+  // Ten masks of up to 3 frames: about 10 x 1.5 frames alone; in a batch 20x longer about 1/20 of that lands here.
+  EXPECT_GT(alone, 200 * 8);
+  EXPECT_LT(in_a_long_batch, alone / 8) << alone;
+  EXPECT_GT(in_a_long_batch, 0);
+  EXPECT_TRUE(last_band_masked);
 }
 
 TEST(SpeechFeatures, TrainingFeaturesVaryWithTheSeedAndEvaluationOnlyThroughDither) {
