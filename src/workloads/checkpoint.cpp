@@ -28,6 +28,16 @@ StateDict module_state(const torch::nn::Module& module) {
   return state;
 }
 
+StateDict with_renamed_prefixes(StateDict state, const std::vector<std::pair<std::string, std::string>>& prefixes) {
+  for (NamedTensor& tensor : state)
+    for (const auto& [ours, official] : prefixes)
+      if (tensor.name.rfind(ours, 0) == 0) {
+        tensor.name = official + tensor.name.substr(ours.size());
+        break;
+      }
+  return state;
+}
+
 void save_state_dict(const StateDict& state, const std::string& path) {
   c10::Dict<std::string, torch::Tensor> dict;
   for (const auto& [name, tensor] : state) dict.insert(name, tensor.detach().to(torch::kCPU).contiguous());

@@ -4,6 +4,7 @@
 // reference's Unet3D, ...), so a model trained here can be handed to the reference's own code and the
 // official starting points can be read in. docs/checkpoints.md says which file each benchmark reads and writes.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -19,6 +20,10 @@ using StateDict = std::vector<NamedTensor>;
 // Every parameter and buffer of `module` under its LibTorch name, in registration order: the official
 // state_dict for a module built with the official module names.
 StateDict module_state(const torch::nn::Module& module);
+
+// `state` with each name that begins with one of `prefixes`' first strings begun with its second instead
+// (the first prefix that matches), for a model whose module tree differs from the official one's.
+StateDict with_renamed_prefixes(StateDict state, const std::vector<std::pair<std::string, std::string>>& prefixes);
 
 // Writes `state` (on the CPU, contiguous) as torch.save writes a dict of tensors; the file appears whole or
 // not at all.

@@ -309,9 +309,9 @@ TEST_F(CliTest, ARunFromAnExportedInitializationLogsTheSameFirstEvaluation) {
   EXPECT_EQ(reloaded.exit_code, 0) << reloaded.output;
   EXPECT_EQ(trainbench::read_file(trained), trainbench::read_file((dir_ / "again.pt").string()));
 
-  Result refused = run("run rnnt --preset tiny --weights " + (dir_ / "seed5.pt").string() + " --out " + (dir_ / "x").string());
+  Result refused = run("run dlrm --preset tiny --weights " + (dir_ / "seed5.pt").string() + " --out " + (dir_ / "x").string());
   EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_NE(refused.output.find("--weights: rnnt cannot read or write state dicts yet (resnet, ssd, unet3d can"), std::string::npos)
+  EXPECT_NE(refused.output.find("--weights: dlrm cannot read or write state dicts yet (resnet, ssd, unet3d, rnnt can"), std::string::npos)
       << refused.output;
   refused = run("run bert --preset tiny --save-model " + (dir_ / "x").string() + " --out " + (dir_ / "x").string());
   EXPECT_EQ(refused.exit_code, 2);

@@ -3,13 +3,15 @@
 strict=True, runs it in eval mode on the input the C++ test saved, and compares its output with the one
 trainbench's model gave on the same weights.
 
-    /usr/bin/python3 checkpoint_reference.py resnet|ssd|unet3d STATE.pt CASE.pt REFERENCE_CODE_DIR
+    /usr/bin/python3 checkpoint_reference.py resnet|ssd|unet3d|rnnt STATE.pt CASE.pt REFERENCE_CODE_DIR
 
 resnet: torchvision's resnet50 (the names the v1.1 reference's ResNet-50 uses). ssd: the v1.1 reference's
 SSD300 with its ResNet-34 body (single_stage_detector/ssd/ssd300.py, base_model.py), built from a
 torchvision resnet34 file written here so that nothing is downloaded. unet3d: the v1.1 reference's Unet3D
 (image_segmentation/pytorch/model/unet3d.py), with stand-ins for the mlperf_logging calls its layers make
-while they are built. Exit 77 when the reference code is absent.
+while they are built. rnnt: the v1.1 reference's RNNT (rnn_speech_recognition/pytorch/rnnt/model.py) with
+the reference preset's sizes; its dense (B, T, U + 1, classes) logits are compared at each utterance's valid
+cells, the rows trainbench's packed joint computes. Exit 77 when the reference code is absent.
 """
 import os
 import sys
@@ -52,6 +54,34 @@ def official_ssd300(code_dir, work_dir):
     return SSD300(81, model_path=body)
 
 
+def official_rnnt(code_dir):
+    root = os.path.join(code_dir, "mlcommons-training", "rnn_speech_recognition", "pytorch")
+    if not os.path.isfile(os.path.join(root, "rnnt", "model.py")):
+        sys.exit(77)
+    # rnnt/model.py and common/rnn.py log each tensor's weights_initialization through mlperf.logging.
+    logging = types.ModuleType("mlperf.logging")
+    logging.constants = types.SimpleNamespace(WEIGHTS_INITIALIZATION="weights_initialization")
+    logging.log_event = lambda *args, **kwargs: None
+    sys.modules["mlperf"] = types.ModuleType("mlperf")
+    sys.modules["mlperf"].logging = logging
+    sys.modules["mlperf.logging"] = logging
+    sys.path.insert(0, root)
+    from rnnt.model import RNNT  # noqa: E402  (the reference's own class)
+    # configs/baseline_v3-1023sp.yaml: 1023 pieces and the blank, 80 mel bands x 3 stacked frames.
+    return RNNT(n_classes=1024, in_feats=240, enc_n_hid=1024, enc_pre_rnn_layers=2, enc_post_rnn_layers=3,
+                enc_stack_time_factor=2, enc_dropout=0.1, pred_dropout=0.3, joint_dropout=0.3, pred_n_hid=512,
+                pred_rnn_layers=2, joint_n_hid=512, forget_gate_bias=1.0, hidden_hidden_bias_scale=0.0,
+                weights_init_scale=0.5)
+
+
+def rnnt_valid_cells(model, case):
+    """The reference's logits at t < T_b, u <= U_b, utterance after utterance: the packed joint's rows."""
+    x = case["input"].transpose(0, 1)  # (B, T, features) -> the reference's (T, B, features)
+    logits, steps = model(x, case["frame_counts"], case["tokens"], case["token_counts"])
+    return torch.cat([logits[b, :steps[b], :case["token_counts"][b] + 1].reshape(-1, logits.size(-1))
+                      for b in range(logits.size(0))])
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
@@ -63,6 +93,8 @@ def main():
         model = official_ssd300(code_dir, os.path.dirname(os.path.abspath(state_path)))
     elif benchmark == "unet3d":
         model = official_unet3d(code_dir)
+    elif benchmark == "rnnt":
+        model = official_rnnt(code_dir)
     else:
         sys.exit(f"unknown benchmark {benchmark}")
     state = torch.load(state_path)
@@ -72,7 +104,7 @@ def main():
     model.eval()
     case = torch.load(case_path)
     with torch.no_grad():
-        output = model(case["input"])
+        output = rnnt_valid_cells(model, case) if benchmark == "rnnt" else model(case["input"])
     if isinstance(output, (tuple, list)):  # SSD300: (locations, class scores)
         output = torch.cat([part.flatten() for part in output])
     expected = case["output"]

@@ -1,6 +1,7 @@
 // State dicts in and out (workloads/checkpoint.h): a round trip, refusals that list what does not fit, and
-// the exported ResNet-50, SSD and U-Net3D loading into the official model classes (torchvision's resnet50, the
-// v1.1 reference's SSD300 and Unet3D) with strict=True and giving the same output on the same input.
+// the exported ResNet-50, SSD, U-Net3D and RNN-T loading into the official model classes (torchvision's
+// resnet50, the v1.1 reference's SSD300, Unet3D and RNNT) with strict=True and giving the same output on the
+// same input.
 #include "workloads/checkpoint.h"
 
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include "support/torch_pickle.h"
 #include "workloads/registry.h"
 #include "workloads/resnet/model.h"
+#include "workloads/rnnt/model.h"
 #include "workloads/ssd/model.h"
 #include "workloads/unet3d/model.h"
 
@@ -41,8 +43,8 @@ class CheckpointTest : public ::testing::Test {
   // Saves trainbench's `output` on `input` and runs checkpoint_reference.py, which loads `state` into the
   // official class; false (for a skip) where the reference code is absent.
   bool official_model_agrees(const std::string& benchmark, const std::string& state, const torch::Tensor& input,
-                             const torch::Tensor& output) const {
-    c10::Dict<std::string, torch::Tensor> case_dict;
+                             const torch::Tensor& output,
+                             c10::Dict<std::string, torch::Tensor> case_dict = c10::Dict<std::string, torch::Tensor>()) const {
     case_dict.insert("input", input);
     case_dict.insert("output", output.detach());
     const std::string case_file = path(benchmark + "_case.pt");
@@ -135,6 +137,26 @@ TEST_F(CheckpointTest, ExportedUnet3dLoadsIntoTheReferenceClassStrictlyAndGivesT
   torch::manual_seed(4);
   const auto input = torch::randn({1, 1, 64, 64, 64});  // the bottleneck, 1/32 of it, must keep more than one voxel
   if (!official_model_agrees("unet3d", state, input, model->forward(input)))
+    GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
+}
+
+TEST_F(CheckpointTest, ExportedRnntLoadsIntoTheReferenceClassStrictlyAndGivesTheSameLogitsAtEveryValidCell) {
+  const std::string state = export_reference_model("rnnt");
+  rnnt::Rnnt model(rnnt::RnntOptions{});  // the reference preset's 49 M parameters
+  load_state_dict(state, rnnt::official_state(model));
+  model->eval();
+  torch::manual_seed(4);
+  const auto features = torch::randn({2, 9, 240});
+  const auto frame_counts = torch::tensor({9, 6}), tokens = torch::randint(1023, {2, 4}), token_counts = torch::tensor({4, 2});
+  torch::NoGradGuard no_grad;
+  auto [encoded, steps] = model->encode(features, frame_counts);
+  const torch::Tensor predicted = model->predict(tokens);
+  const auto cells = rnnt::lattice_cells(steps, token_counts, tokens, encoded.size(1), 4, model->options().blank(), torch::kCPU);
+  c10::Dict<std::string, torch::Tensor> lengths;
+  lengths.insert("frame_counts", frame_counts);
+  lengths.insert("tokens", tokens);
+  lengths.insert("token_counts", token_counts);
+  if (!official_model_agrees("rnnt", state, features, model->joint(encoded, predicted, cells), lengths))
     GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
 }
 

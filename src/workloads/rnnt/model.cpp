@@ -149,6 +149,13 @@ std::vector<std::string> RnntImpl::initialized_tensor_names() {
   return {"pre_rnn", "post_rnn", "pred_embed", "dec_rnn", "joint_pred", "joint_enc", "joint_net"};
 }
 
+StateDict official_state(const Rnnt& model) {
+  static const std::vector<std::pair<std::string, std::string>> renamed = {
+      {"pre_rnn.", "encoder.pre_rnn."}, {"post_rnn.", "encoder.post_rnn."}, {"pred_embed.", "prediction.embed."},
+      {"dec_rnn.", "prediction.dec_rnn."}, {"joint_net.", "joint_net.2."}};
+  return with_renamed_prefixes(module_state(*model), renamed);
+}
+
 namespace {
 
 // The lattice's exact gradients for log P(blank) and log P(next token) of one batch, from its per-cell

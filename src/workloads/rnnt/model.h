@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "workloads/bert/lamb.h"
+#include "workloads/checkpoint.h"
 #include "workloads/training_loop.h"
 
 namespace trainbench::rnnt {
@@ -101,6 +102,12 @@ class RnntImpl : public torch::nn::Module {
   RnntOptions options_;
 };
 TORCH_MODULE(Rnnt);
+
+// The model under the v1.1 reference's rnnt/model.py state_dict names, for checkpoint export and --weights:
+// its encoder and prediction network are ModuleDicts (encoder.pre_rnn.lstm.*, encoder.post_rnn.lstm.*,
+// prediction.embed.weight, prediction.dec_rnn.lstm.*) and its joint_net a Sequential(ReLU, Dropout, Linear)
+// (joint_net.2.*); joint_enc and joint_pred keep their names.
+StateDict official_state(const Rnnt& model);
 
 // The RNN-T loss (warp-transducer's RNNTLoss with log-softmax applied inside), per utterance: -log P(tokens |
 // features) over every alignment, from the packed logits (N, vocab + 1) of `cells`. The log-softmax is fused

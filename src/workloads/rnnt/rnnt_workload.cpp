@@ -72,6 +72,17 @@ BatchTensors as_tensors(speech::SpeechBatch& batch, torch::Device device) {
           torch::from_blob(batch.token_counts.data(), {batch.size}, torch::kInt64).to(device)};
 }
 
+// A run reads each subset from its manifest, as the reference does: a one-time conversion wrote the
+// durations there. Taking them from every FLAC's header instead would touch the dataset inside the timed
+// region (281,241 files for the reference's training set; audit R5).
+std::vector<speech::Utterance> read_manifest(const std::string& root, const std::string& subset) {
+  const fs::path manifest = fs::path(root) / ("librispeech-" + subset + "-wav.json");
+  if (!fs::exists(manifest))
+    fail(manifest.string(), "not found: a run reads each subset's manifest; `trainbench data prepare rnnt --in LIBRISPEECH "
+                            "--out DIR` writes them once from a LibriSpeech tree (then --data DIR)");
+  return speech::read_librispeech_manifest(manifest.string(), root);
+}
+
 class RnntWorkload : public WorkloadBase {
  public:
   explicit RnntWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {}
@@ -119,6 +130,7 @@ class RnntWorkload : public WorkloadBase {
     seed_torch(settings_);
     require_data_dir(kDataset);
     model_ = Rnnt(model_options(config_));
+    if (!settings_.weights.empty()) load_state_dict(settings_.weights, official_state(model_));
     model_->to(device_);
     gradients_.emplace(*communicator_, model_->parameters(), std::vector<torch::Tensor>{});
     // The EMA starts from the initial weights (after rank 0's were broadcast).
@@ -132,6 +144,9 @@ class RnntWorkload : public WorkloadBase {
     return RnntImpl::initialized_tensor_names();
   }
 
+  // The model the run evaluated: the EMA, as the reference's evaluation uses it.
+  void save_weights(const std::string& path) const override { save_state_dict(official_state(ema_), path); }
+
   DataSummary open_data() override {
     // Checked here, not at construction: describing a preset (the reference's 4 workers) needs no such CPUs.
     const int workers = loader_threads(config_, "loader_workers");
@@ -143,7 +158,7 @@ class RnntWorkload : public WorkloadBase {
            "holds " + std::to_string(tokenizer_->vocab_size()) + " pieces; the preset's vocab_size is " + std::to_string(vocab));
     std::vector<speech::Utterance> train;
     for (const std::string& subset : config_.values().at("train_subsets").get<std::vector<std::string>>()) {
-      std::vector<speech::Utterance> part = speech::read_librispeech(root, subset);
+      std::vector<speech::Utterance> part = read_manifest(root, subset);
       train.insert(train.end(), part.begin(), part.end());
     }
     const size_t unfiltered = train.size();
@@ -151,7 +166,7 @@ class RnntWorkload : public WorkloadBase {
     if (train.empty())
       fail(config_.name() + ": max_duration", config_.values().at("max_duration").dump() + " s leaves none of the " +
                                                   std::to_string(unfiltered) + " training utterances");
-    std::vector<speech::Utterance> eval = speech::read_librispeech(root, config_.string("eval_subset"));
+    std::vector<speech::Utterance> eval = read_manifest(root, config_.string("eval_subset"));
     std::vector<std::vector<int>> train_tokens, eval_tokens;
     for (const auto& utterance : train) {
       train_tokens.push_back(tokenizer_->encode(utterance.transcript));
@@ -244,6 +259,36 @@ class RnntWorkload : public WorkloadBase {
   int64_t steps_per_epoch_ = 0;
 };
 
+// The reference's manifests of `subsets` of the LibriSpeech tree in_dir, written to out_dir with fnames
+// relative to it, as the loader confines them: FLACs outside it are reached through out_dir/librispeech, a
+// link to in_dir. Returns each subset's transcripts.
+std::vector<std::vector<std::string>> write_manifests(const std::string& in_dir, const std::string& out_dir,
+                                                      const std::vector<std::string>& subsets) {
+  fs::create_directories(out_dir);
+  const fs::path source = fs::absolute(in_dir).lexically_normal(), prepared = fs::absolute(out_dir).lexically_normal();
+  const fs::path inside = source.lexically_relative(prepared);
+  const bool source_inside = !inside.empty() && *inside.begin() != "..";
+  const fs::path link = prepared / "librispeech";
+  if (!source_inside && !fs::exists(fs::symlink_status(link))) fs::create_directory_symlink(source, link);
+  const auto manifest_path = [&](const fs::path& audio) {
+    const fs::path within_source = fs::absolute(audio).lexically_normal().lexically_relative(source);
+    return (source_inside ? inside / within_source : fs::path("librispeech") / within_source).lexically_normal().generic_string();
+  };
+  std::vector<std::vector<std::string>> transcripts(subsets.size());
+  for (size_t s = 0; s < subsets.size(); ++s) {
+    nlohmann::json manifest = nlohmann::json::array();
+    for (const speech::Utterance& utterance : speech::read_librispeech_subset(in_dir, subsets[s])) {
+      manifest.push_back({{"transcript", utterance.transcript},
+                          {"files", {{{"fname", manifest_path(utterance.audio_path)}, {"duration", utterance.duration}, {"speed", 1}}}},
+                          {"original_duration", utterance.duration}});
+      transcripts[s].push_back(utterance.transcript);
+    }
+    const fs::path path = fs::path(out_dir) / ("librispeech-" + subsets[s] + "-wav.json");
+    std::ofstream(path) << manifest.dump() << '\n';
+  }
+  return transcripts;
+}
+
 void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
   if (!config.values().contains("dataset"))
     fail("--preset " + config.name(), "has no generated dataset; use LibriSpeech (`trainbench data prepare rnnt`)");
@@ -262,40 +307,25 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
   options.vocab_size = static_cast<int>(config.integer("vocab_size"));
   options.seed = static_cast<uint64_t>(seed);
   speech::make_synthetic_librispeech(out_dir, options);
+  // Every subset the tree holds gets its manifest, so --set eval_subset=dev-librivox finds one too.
+  std::vector<std::string> subsets;
+  for (const auto& entry : fs::directory_iterator(out_dir))
+    if (entry.is_directory() && entry.path().filename() != "sentencepieces") subsets.push_back(entry.path().filename().string());
+  std::sort(subsets.begin(), subsets.end());
+  write_manifests(out_dir, out_dir, subsets);
 }
 
-// Real LibriSpeech in in_dir: the reference's manifests (pointing at the FLAC files where they are) for the
-// preset's subsets, and the sentencepiece model trained on the training transcripts. Manifest paths are
-// relative to out_dir, as the loader confines them: FLACs outside it are reached through out_dir/librispeech, a
-// link to in_dir.
+// Real LibriSpeech in in_dir: the manifests of the preset's subsets and the sentencepiece model trained on
+// the training transcripts.
 void prepare_dataset(const Config& config, const std::string& in_dir, const std::string& out_dir) {
-  fs::create_directories(out_dir);
-  const fs::path source = fs::absolute(in_dir).lexically_normal(), prepared = fs::absolute(out_dir).lexically_normal();
-  const fs::path inside = source.lexically_relative(prepared);
-  const bool source_inside = !inside.empty() && *inside.begin() != "..";
-  const fs::path link = prepared / "librispeech";
-  if (!source_inside && !fs::exists(fs::symlink_status(link))) fs::create_directory_symlink(source, link);
-  const auto manifest_path = [&](const fs::path& audio) {
-    const fs::path within_source = fs::absolute(audio).lexically_normal().lexically_relative(source);
-    return (source_inside ? inside / within_source : fs::path("librispeech") / within_source).generic_string();
-  };
   std::vector<std::string> subsets = config.values().at("train_subsets").get<std::vector<std::string>>();
   const size_t train_count = subsets.size();
   subsets.push_back(config.string("eval_subset"));
-  std::vector<std::string> transcripts;
-  for (size_t s = 0; s < subsets.size(); ++s) {
-    nlohmann::json manifest = nlohmann::json::array();
-    for (const speech::Utterance& utterance : speech::read_librispeech_subset(in_dir, subsets[s])) {
-      manifest.push_back({{"transcript", utterance.transcript},
-                          {"files", {{{"fname", manifest_path(utterance.audio_path)}, {"duration", utterance.duration}, {"speed", 1}}}},
-                          {"original_duration", utterance.duration}});
-      if (s < train_count) transcripts.push_back(utterance.transcript);
-    }
-    const fs::path path = fs::path(out_dir) / ("librispeech-" + subsets[s] + "-wav.json");
-    std::ofstream(path) << manifest.dump() << '\n';
-  }
+  const std::vector<std::vector<std::string>> transcripts = write_manifests(in_dir, out_dir, subsets);
+  std::vector<std::string> training;
+  for (size_t s = 0; s < train_count; ++s) training.insert(training.end(), transcripts[s].begin(), transcripts[s].end());
   const std::string model = speech::sentencepiece_model_path(out_dir, static_cast<int>(config.integer("vocab_size")));
-  speech::train_sentencepiece(transcripts, static_cast<int>(config.integer("vocab_size")),
+  speech::train_sentencepiece(training, static_cast<int>(config.integer("vocab_size")),
                               model.substr(0, model.size() - std::string(".model").size()));
 }
 
@@ -357,11 +387,20 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   out << line;
 }
 
+// checkpoint export: the model a run of `settings` starts from, as build() makes it, under the reference's
+// rnnt/model.py names.
+void export_weights(const WorkloadSettings& settings, const std::string& out_path) {
+  seed_torch(settings);
+  Rnnt model(model_options(settings.config));
+  if (!settings.weights.empty()) load_state_dict(settings.weights, official_state(model));
+  save_state_dict(official_state(model), out_path);
+}
+
 }  // namespace
 
 WorkloadEntry registry_entry() {
   return {"rnnt", "Speech recognition: RNN-T on LibriSpeech, target WER 0.058 (lower is better)", trainbench_presets_rnnt,
-          kDataset, construct_workload<RnntWorkload>, bench, make_dataset, prepare_dataset, /*export_weights=*/nullptr};
+          kDataset, construct_workload<RnntWorkload>, bench, make_dataset, prepare_dataset, export_weights};
 }
 
 }  // namespace trainbench::rnnt

@@ -72,13 +72,7 @@ StateDict official_state(const Ssd& model) {
   StateDict state;
   for (NamedTensor& tensor : module_state(*model))  // the default boxes follow from the geometry: not weights
     if (tensor.name.rfind("default_boxes_", 0) != 0) state.push_back(std::move(tensor));
-  for (NamedTensor& tensor : state)
-    for (const auto& [ours, reference] : renamed)
-      if (tensor.name.rfind(ours, 0) == 0) {
-        tensor.name = reference + tensor.name.substr(ours.size());
-        break;
-      }
-  return state;
+  return with_renamed_prefixes(std::move(state), renamed);
 }
 
 BasicBlockImpl::BasicBlockImpl(int64_t in_channels, int64_t channels, int64_t stride)

@@ -299,6 +299,16 @@ TEST(RnntData, LoaderWorkersBeyondTheCpusAndAnEmptyingDurationFilterAreNamed) {
                                                      std::to_string(affinity_cpus().size()) +
                                                      " (the CPUs this process may run on), got 100000");
   EXPECT_EQ(open_error("max_duration=0.01"), "rnnt/tiny: max_duration: 0.01 s leaves none of the 8 training utterances");
+  // Audit R5: durations come from the manifests `data make` and `data prepare` write, never from reading
+  // each FLAC's header after run_start; a tree without them is refused by name.
+  const std::string subset = Config::from_presets("rnnt", entry.presets_json, "tiny", small_dataset).string("eval_subset");
+  const fs::path manifest = root / ("librispeech-" + subset + "-wav.json");
+  ASSERT_TRUE(fs::exists(manifest));
+  ASSERT_TRUE(fs::exists(root / "librispeech-dev-librivox-wav.json"));  // every subset of the generated tree
+  fs::remove(manifest);
+  EXPECT_EQ(open_error("loader_workers=1"),
+            manifest.string() + ": not found: a run reads each subset's manifest; `trainbench data prepare rnnt --in "
+                                "LIBRISPEECH --out DIR` writes them once from a LibriSpeech tree (then --data DIR)");
   fs::remove_all(root);
 }
 
