@@ -10,10 +10,11 @@ and batch-norm weight, bias, running_mean, running_var); fc is dropped. The body
 reference's FrozenBatchNorm2d, which has no eps, so the converter folds torchvision's eps (1e-5) into
 running_var: the frozen map then equals torchvision's batch norm in eval mode exactly.
 
-The reference starts from MSRA's Caffe2 R-50 (catalog://ImageNetPretrained/MSRA/R-50), whose stride sits in the
-1x1 convolution of each stage's first block; torchvision's ResNet-50 (v1.5) puts it in the 3x3. The shapes are
-the same and the file loads, but the weights were trained for the other placement: docs/maskrcnn.md says what
-this changes. Needs Debian's python3-torch (torchvision itself is not needed).
+Pass it with --set backbone_weights_source=torchvision: the body then puts each stage's stride in the 3x3
+convolution and feeds RGB 0..1 normalised by ImageNet's mean and std, as torchvision's ResNet-50 (v1.5) was
+trained. The reference itself starts from MSRA's Caffe2 R-50 (catalog://ImageNetPretrained/MSRA/R-50), which
+trainbench reads as it is with backbone_weights_source=msra: docs/maskrcnn.md. Needs Debian's python3-torch
+(torchvision itself is not needed).
 """
 import sys
 

@@ -21,20 +21,18 @@ constexpr uint64_t kRcnnFlipStream = 2;
 // The reference's _quantize(aspect_ratios, bins=[1]) with bisect_right: square images join the tall ones.
 int aspect_group(const RcnnSample& sample) { return double(sample.height) / sample.width >= 1.0 ? 1 : 0; }
 
-void check_polygons(const coco::Annotation& annotation, size_t index, const std::string& file) {
+// False where the reference's training would raise on the annotation's polygons (rcnn_samples in rcnn_data.h):
+// pycocotools' frPyObjects reads a first part of 4 numbers as boxes, which frBbox refuses in a list, and refuses
+// a shorter one.
+bool trainable_polygons(const coco::Annotation& annotation, size_t index, const std::string& file) {
   const auto& polygons = annotation.segmentation.polygons;
-  for (size_t j = 0; j < polygons.size(); ++j) {
-    const std::string where = file + ": annotations[" + std::to_string(index) + "] (id " +
-                              std::to_string(annotation.id) + ").segmentation[" + std::to_string(j) + "]";
-    const size_t numbers = polygons[j].size();
-    if (numbers % 2 != 0 || numbers < 6)
-      fail(where, "expected a polygon of at least 3 points as x, y pairs (6 or more numbers, even), got " +
-                      std::to_string(numbers) + " numbers");
-    for (size_t k = 0; k < numbers; ++k)
+  for (size_t j = 0; j < polygons.size(); ++j)
+    for (size_t k = 0; k < polygons[j].size(); ++k)
       if (!(std::fabs(polygons[j][k]) <= coco::kMaxPolygonCoordinate))
-        fail(where + "[" + std::to_string(k) + "]", "coordinate " + std::to_string(polygons[j][k]) +
-                                                        " is not a pixel position within +-1e6");
-  }
+        fail(file + ": annotations[" + std::to_string(index) + "] (id " + std::to_string(annotation.id) +
+                 ").segmentation[" + std::to_string(j) + "][" + std::to_string(k) + "]",
+             "coordinate " + std::to_string(polygons[j][k]) + " is not a pixel position within +-1e6");
+  return polygons.empty() || polygons[0].size() > 4;
 }
 
 // The reference's BoxList(xywh).convert("xyxy").clip_to_image(remove_empty=True) for one box, in float32
@@ -72,9 +70,9 @@ int64_t round_up(int64_t value, int multiple) { return multiple > 0 ? (value + m
 
 }  // namespace
 
-std::vector<RcnnSample> rcnn_samples(const CocoDetectionSet& set, bool training) {
+RcnnSamples rcnn_samples(const CocoDetectionSet& set, bool training) {
   const coco::GroundTruth& truth = set.ground_truth;
-  std::vector<RcnnSample> samples;
+  RcnnSamples result;
   size_t next_annotated = 0;  // set.samples are the annotated images, in the same file order
   for (const coco::Image& image : truth.images) {
     RcnnSample sample;
@@ -87,7 +85,10 @@ std::vector<RcnnSample> rcnn_samples(const CocoDetectionSet& set, bool training)
       for (size_t k = 0; k < annotated.annotations.size(); ++k) {
         const coco::Annotation& annotation = truth.annotations[annotated.annotations[k]];
         if (annotation.iscrowd) continue;
-        check_polygons(annotation, annotated.annotations[k], set.annotation_file);
+        if (!trainable_polygons(annotation, annotated.annotations[k], set.annotation_file)) {
+          ++result.dropped_polygons;
+          continue;
+        }
         if (training && annotation.segmentation.polygons.empty()) continue;
         RcnnObject object;
         if (!inclusive_clipped_box(annotation.bbox, sample.width, sample.height, object.box)) continue;
@@ -97,9 +98,9 @@ std::vector<RcnnSample> rcnn_samples(const CocoDetectionSet& set, bool training)
       }
     }
     if (training && sample.objects.empty()) continue;
-    samples.push_back(std::move(sample));
+    result.samples.push_back(std::move(sample));
   }
-  return samples;
+  return result;
 }
 
 std::array<int, 2> rcnn_resized_size(int width, int height, int min_size, int max_size) {
@@ -210,8 +211,12 @@ RcnnBatch RcnnLoader::build_batch(int64_t batch_index, const std::atomic<bool>& 
   batch.images.assign(positions.size() * 3 * padded_plane, 0.0f);
   batch.object_offsets.push_back(0);
 
-  // resize_normalize writes RGB planes; the mean is given in that order and the planes are swapped to BGR.
-  const data::Normalization rgb_mean{{kRcnnPixelMeanBgr[2], kRcnnPixelMeanBgr[1], kRcnnPixelMeanBgr[0]}, {1, 1, 1}};
+  // resize_normalize writes RGB planes: for BGR the mean is given in RGB order and the planes are swapped. Its
+  // default Normalization is ImageNet's mean and std in 0..255 units, which is torchvision's on RGB 0..1.
+  const bool bgr = options_.pixels == RcnnPixels::kBgr255MinusMean;
+  const data::Normalization normalization =
+      bgr ? data::Normalization{{kRcnnPixelMeanBgr[2], kRcnnPixelMeanBgr[1], kRcnnPixelMeanBgr[0]}, {1, 1, 1}}
+          : data::Normalization{};
   thread_local std::vector<float> resized;
   for (size_t i = 0; i < positions.size() && !stopping; ++i) {
     const int64_t position = positions[i];
@@ -225,9 +230,9 @@ RcnnBatch RcnnLoader::build_batch(int64_t batch_index, const std::atomic<bool>& 
       flip = rng.uniform() < options_.flip_probability;
     }
     resized.resize(size_t(3) * width * height);
-    data::resize_normalize(image, width, height, flip, rgb_mean, resized.data());
+    data::resize_normalize(image, width, height, flip, normalization, resized.data());
     for (int c = 0; c < 3; ++c) {
-      const float* source = resized.data() + size_t(2 - c) * width * height;
+      const float* source = resized.data() + size_t(bgr ? 2 - c : c) * width * height;
       float* target = batch.images.data() + (i * 3 + c) * padded_plane;
       for (int y = 0; y < height; ++y)
         std::memcpy(target + size_t(y) * batch.padded_width, source + size_t(y) * width, sizeof(float) * width);

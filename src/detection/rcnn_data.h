@@ -2,9 +2,9 @@
 // The Mask R-CNN input pipeline of the MLPerf v1.1 reference (maskrcnn_benchmark: data/datasets/coco.py,
 // data/transforms/, data/samplers/grouped_batch_sampler.py, structures/image_list.py), torch-free:
 //   samples:   COCO instances -> per image the non-crowd objects with inclusive-pixel boxes and polygons;
-//   train:     decode -> Resize(min_size, max_size) -> horizontal flip p=0.5 -> BGR 0..255 minus the pixel
-//              mean -> batch padded with zeros bottom/right to a multiple of size_divisibility, images grouped
-//              by aspect ratio;
+//   train:     decode -> Resize(min_size, max_size) -> horizontal flip p=0.5 -> the pixels the body's weights
+//              expect (BGR 0..255 minus the pixel mean for MSRA's) -> batch padded with zeros bottom/right to a
+//              multiple of size_divisibility, images grouped by aspect ratio;
 //   eval:      the same without the flip, every image of the file in file order.
 // Boxes and polygons follow the image through resize and flip, in Detectron's inclusive-pixel convention.
 #include <array>
@@ -33,6 +33,11 @@ struct RcnnSample {
   std::vector<RcnnObject> objects;  // train: crowd removed; eval: may be empty
 };
 
+struct RcnnSamples {
+  std::vector<RcnnSample> samples;
+  int64_t dropped_polygons = 0;  // non-crowd annotations left out for a first polygon of 4 numbers or fewer
+};
+
 // The samples of `set`, as the reference's COCODataset builds its targets:
 // - Crowd annotations are removed. Each box [x, y, w, h] becomes (x, y, x + max(w - 1, 0), y + max(h - 1, 0)),
 //   is clipped to [0, W - 1] x [0, H - 1], and the object is dropped unless x2 > x1 and y2 > y1 after
@@ -45,13 +50,18 @@ struct RcnnSample {
 //   its Matcher with "No ground-truth boxes"); filtering after removal keeps only images the model can use.
 // - Eval: every image of the file, in file order, including images without annotations (the evaluator
 //   scores detections on them as false positives); objects without polygons are kept with none.
-// - A polygon with an odd number of coordinates or fewer than 3 points (6 numbers) in a non-crowd
-//   annotation is an Error naming the file, the annotation's index and id, and the polygon: the reference
-//   has no check and pycocotools later misreads such a polygon (4 numbers as a box) or throws.
+// - Short polygons, as the reference trains on them: it checks none (its loader's has_valid_annotation looks at
+//   boxes only, data/datasets/coco.py) and rasterises an object's parts with pycocotools' frPyObjects
+//   (structures/segmentation_mask.py, Polygons.convert), which decides by the first part. Over 4 numbers: every
+//   part is a polygon of len / 2 points (frPoly; an odd last number is ignored, a later part of 2 to 4 numbers
+//   is its 1 or 2 points), kept as the file has it and rasterised so by polygon_mask_target. Exactly 4: frBbox
+//   of a list, which raises TypeError (it takes only an ndarray); fewer: "input type is not supported". Where
+//   the reference's training would stop so, the annotation is dropped and counted in dropped_polygons.
+// - A polygon coordinate beyond +-1e6 is an Error naming the file, the annotation's index and id and the number.
 // Labels are 1..C in set.category_ids order, as the reference's json_category_id_to_contiguous_id. Images come
 // in the file's order; the reference sorts them by id, which changes only where the training shuffle starts
 // from and nothing the evaluator computes.
-std::vector<RcnnSample> rcnn_samples(const CocoDetectionSet& set, bool training);
+RcnnSamples rcnn_samples(const CocoDetectionSet& set, bool training);
 
 // The reference's Resize(min_size, max_size).get_size: (width, height) of the resized image. The short side
 // becomes min_size unless the long side would then exceed max_size, in which case the short side becomes
@@ -59,8 +69,14 @@ std::vector<RcnnSample> rcnn_samples(const CocoDetectionSet& set, bool training)
 // short) (truncated); an image whose short side already equals the size is left as it is.
 std::array<int, 2> rcnn_resized_size(int width, int height, int min_size, int max_size);
 
+// The pixels the body's ImageNet weights were trained on. MSRA's Caffe2 weights: BGR 0..255 minus the pixel mean,
+// std 1 (the reference's INPUT.TO_BGR255, PIXEL_MEAN and PIXEL_STD, maskrcnn_benchmark/config/defaults.py).
+// torchvision's: RGB 0..1 normalised by ImageNet's mean (0.485, 0.456, 0.406) and std (0.229, 0.224, 0.225).
+enum class RcnnPixels { kBgr255MinusMean, kRgbImageNet };
+
 struct RcnnLoaderOptions {
   data::LoaderMode mode = data::LoaderMode::Train;
+  RcnnPixels pixels = RcnnPixels::kBgr255MinusMean;
   int min_size = 800, max_size = 1333;
   int size_divisibility = 32;
   int64_t batch_size = 2;  // images per rank
@@ -77,7 +93,7 @@ struct RcnnLoaderOptions {
 };
 
 struct RcnnBatch {
-  std::vector<float> images;  // size x 3 x padded_height x padded_width, BGR minus mean, zero padding bottom/right
+  std::vector<float> images;  // size x 3 x padded_height x padded_width as options.pixels says, zero padding bottom/right
   int64_t padded_height = 0, padded_width = 0;
   std::vector<int> heights, widths;  // each image after resize (before padding)
   std::vector<int> original_heights, original_widths;

@@ -13,7 +13,9 @@
 
 #include "data/generators/coco_objects.h"
 #include "data/image_decode.h"
+#include "coco/mask.h"
 #include "detection/rcnn_data.h"
+#include "detection/rcnn_targets.h"
 #include "support/error_message.h"
 #include "util/error.h"
 
@@ -133,7 +135,7 @@ class RcnnFixture : public ::testing::Test {
 fs::path RcnnFixture::root_;
 
 TEST_F(RcnnFixture, TrainingSamplesDropCrowdsEmptyBoxesAndUnusableImages) {
-  const std::vector<RcnnSample> samples = rcnn_samples(set(), true);
+  const std::vector<RcnnSample> samples = rcnn_samples(set(), true).samples;
   // Image 3 has only a crowd, image 5 nothing, image 1 only an RLE object: only image 7 is left.
   ASSERT_EQ(samples.size(), 1u);
   const RcnnSample& wide = samples[0];
@@ -152,7 +154,7 @@ TEST_F(RcnnFixture, TrainingSamplesDropCrowdsEmptyBoxesAndUnusableImages) {
 }
 
 TEST_F(RcnnFixture, EvalSamplesAreEveryImageInFileOrder) {
-  const std::vector<RcnnSample> samples = rcnn_samples(set(), false);
+  const std::vector<RcnnSample> samples = rcnn_samples(set(), false).samples;
   ASSERT_EQ(samples.size(), 4u);
   EXPECT_EQ(samples[0].image_id, 7);
   EXPECT_EQ(samples[1].image_id, 3);
@@ -167,21 +169,48 @@ TEST_F(RcnnFixture, EvalSamplesAreEveryImageInFileOrder) {
   EXPECT_EQ(samples[3].objects[0].box, (std::array<float, 4>{1, 1, 20, 20}));
 }
 
-TEST_F(RcnnFixture, ShortPolygonsAreNamedErrors) {
-  for (const std::string polygon : {"[1, 2, 3, 4]", "[1, 2, 3, 4, 5, 6, 7]"}) {
-    const fs::path file = root_ / "bad.json";
-    write_file(file, R"({"images": [{"id": 1, "file_name": "wide.png", "width": 40, "height": 30}],
-      "categories": [{"id": 1, "name": "a"}],
-      "annotations": [{"id": 4, "image_id": 1, "category_id": 1, "bbox": [1, 1, 9, 9], "area": 81, "iscrowd": 0,
-                       "segmentation": [[1, 1, 9, 1, 9, 9], )" + polygon + "]}]}");
-    const CocoDetectionSet bad = load_coco_detection(file.string(), (root_ / "images").string());
-    for (bool training : {true, false}) {
-      const std::string message = testing::error_message([&] { rcnn_samples(bad, training); });
-      EXPECT_NE(message.find(file.string() + ": annotations[0] (id 4).segmentation[1]"), std::string::npos)
-          << message;
-      EXPECT_NE(message.find("at least 3 points"), std::string::npos) << message;
-    }
+// The union of `parts` (each an RLE of size x size), row-major as polygon_mask_target gives it.
+std::vector<uint8_t> union_mask(const std::vector<coco::Rle>& parts, uint32_t size) {
+  const std::vector<uint8_t> column_major = coco::decode(coco::merge(parts));
+  std::vector<uint8_t> row_major(column_major.size());
+  for (uint32_t x = 0; x < size; ++x)
+    for (uint32_t y = 0; y < size; ++y) row_major[y * size + x] = column_major[x * size + y] != 0;
+  return row_major;
+}
+
+// Issue 26 (M6): what the reference trains on a polygon of fewer than 6 numbers or an odd count, which
+// pycocotools' frPyObjects decides by the first part's length.
+TEST_F(RcnnFixture, ShortPolygonsAreKeptOrDroppedAsTheReferenceTrainsOnThem) {
+  const fs::path file = root_ / "short.json";
+  const auto annotation = [](int id, const std::string& segmentation) {
+    return R"({"id": )" + std::to_string(id) + R"(, "image_id": 1, "category_id": 1, "bbox": [1, 1, 20, 20], )"
+           R"("area": 400, "iscrowd": 0, "segmentation": )" + segmentation + "}";
+  };
+  write_file(file, R"({"images": [{"id": 1, "file_name": "wide.png", "width": 40, "height": 30}],
+    "categories": [{"id": 1, "name": "a"}], "annotations": [)" +
+                       annotation(4, "[[1, 1, 19, 1, 19, 19, 5], [3, 3, 12, 12]]") + ", " +  // 7 numbers, then 2 points
+                       annotation(5, "[[1, 1, 19, 1, 19]]") + ", " +                         // 5 numbers: 2 points
+                       annotation(6, "[[1, 1, 9, 9], [1, 1, 19, 1, 19, 19]]") + ", " +       // frBbox raises
+                       annotation(7, "[[1, 1, 9]]") + "]}");                                   // unsupported
+  const CocoDetectionSet set = load_coco_detection(file.string(), (root_ / "images").string());
+  for (bool training : {true, false}) {
+    const RcnnSamples samples = rcnn_samples(set, training);
+    EXPECT_EQ(samples.dropped_polygons, 2);
+    ASSERT_EQ(samples.samples.size(), 1u);
+    const auto& objects = samples.samples[0].objects;
+    ASSERT_EQ(objects.size(), 2u);
+    EXPECT_EQ(objects[0].polygons, (std::vector<std::vector<double>>{{1, 1, 19, 1, 19, 19, 5}, {3, 3, 12, 12}}));
+    EXPECT_EQ(objects[1].polygons, (std::vector<std::vector<double>>{{1, 1, 19, 1, 19}}));
   }
+  // The mask target over a box of the mask's own size (no crop, no scaling) is frPoly's: the odd 5 ignored, the
+  // 4-number part a 2-point polygon, not the box [3, 3, 12, 12] that frBbox would fill; 5 numbers, 2 points.
+  const float box[4] = {0, 0, 28, 28};
+  const auto kept = rcnn_samples(set, true).samples[0].objects;
+  const auto polygon = [](const std::vector<double>& xy) { return coco::rle_from_polygon(xy, 28, 28, "polygon"); };
+  const auto target = polygon_mask_target(kept[0].polygons, box, 28);
+  EXPECT_EQ(target, union_mask({polygon({1, 1, 19, 1, 19, 19}), polygon({3, 3, 12, 12})}, 28));
+  EXPECT_NE(target, union_mask({polygon({1, 1, 19, 1, 19, 19}), coco::rle_from_box({3, 3, 12, 12}, 28, 28, "box")}, 28));
+  EXPECT_EQ(polygon_mask_target(kept[1].polygons, box, 28), union_mask({polygon({1, 1, 19, 1})}, 28));
 }
 
 // Issue 32: a polygon coordinate of 1e9 came out of training as -381137952.
@@ -198,7 +227,7 @@ TEST_F(RcnnFixture, PolygonCoordinatesBeyondAnyImageAreNamed) {
 }
 
 TEST_F(RcnnFixture, BatchIsResizedFlippedNormalisedAndPadded) {
-  std::vector<RcnnSample> samples = rcnn_samples(set(), true);
+  std::vector<RcnnSample> samples = rcnn_samples(set(), true).samples;
   RcnnLoaderOptions options;
   options.min_size = 60;  // 40 x 30 -> 80 x 60 (40 / 30 * 60 = 80 <= 100): coordinates double
   options.max_size = 100;
@@ -247,6 +276,29 @@ TEST_F(RcnnFixture, BatchIsResizedFlippedNormalisedAndPadded) {
     for (int x : {0, 50, 95}) EXPECT_EQ(pixel(1, 60, x), 0.0f);
     EXPECT_EQ(pixel(2, 63, 10), 0.0f);
   }
+}
+
+// Issue 26 (M2): MSRA's weights see BGR 0..255 minus the pixel mean (the test above), torchvision's RGB 0..1
+// normalised by ImageNet's mean and std.
+TEST_F(RcnnFixture, TorchvisionPixelsAreRgbNormalisedByImageNetStatistics) {
+  RcnnLoaderOptions options;
+  options.min_size = 60;
+  options.max_size = 100;
+  options.batch_size = 1;
+  options.flip_probability = 0;
+  options.pixels = RcnnPixels::kRgbImageNet;
+  RcnnLoader loader(rcnn_samples(set(), true).samples, options);
+  const std::vector<RcnnBatch> batches = epoch(loader, 0);
+  ASSERT_EQ(batches.size(), 1u);
+  auto pixel = [&](int c, int y, int x) { return batches[0].images[(size_t(c) * 64 + y) * 96 + x]; };
+  const std::array<float, 3> mean{0.485f, 0.456f, 0.406f}, std{0.229f, 0.224f, 0.225f};
+  const std::array<float, 3> left{10, 20, 30}, right{200, 100, 50};
+  for (int c = 0; c < 3; ++c)
+    for (int y : {0, 59}) {
+      EXPECT_NEAR(pixel(c, y, 0), (left[c] / 255 - mean[c]) / std[c], 1e-4);
+      EXPECT_NEAR(pixel(c, y, 79), (right[c] / 255 - mean[c]) / std[c], 1e-4);
+      EXPECT_EQ(pixel(c, y, 80), 0.0f);
+    }
 }
 
 TEST_F(RcnnFixture, MixedBatchPadsToTheLargestSides) {
@@ -477,7 +529,7 @@ TEST(RcnnGenerated, CrowdsAndEmptyImagesOfTheGeneratedSet) {
   int crowds = 0;
   for (const auto& annotation : set.ground_truth.annotations) crowds += annotation.iscrowd;
   ASSERT_GT(crowds, 0);
-  const std::vector<RcnnSample> train = rcnn_samples(set, true), eval = rcnn_samples(set, false);
+  const std::vector<RcnnSample> train = rcnn_samples(set, true).samples, eval = rcnn_samples(set, false).samples;
   ASSERT_EQ(eval.size(), set.ground_truth.images.size());
   for (size_t i = 0; i < eval.size(); ++i) EXPECT_EQ(eval[i].image_id, set.ground_truth.images[i].id);
   EXPECT_LT(train.size(), eval.size());

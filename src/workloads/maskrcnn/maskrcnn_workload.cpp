@@ -38,6 +38,12 @@ int64_t batch_proposals(const Config& config, int world) {
   return config.integer("proposals_per_image_train") * local_batch_size(config, "batch_size", world);
 }
 
+// backbone_weights_source: the file format and names of the body's ImageNet weights, where each stage's stride
+// sits, and the pixels the body is fed (detection::RcnnPixels).
+BackboneWeights backbone_weights(const Config& config) {
+  return config.string("backbone_weights_source") == "torchvision" ? BackboneWeights::kTorchvision : BackboneWeights::kMsra;
+}
+
 MaskRcnnOptions model_options(const Config& config, int world) {
   return MaskRcnnOptions()
       .num_classes(config.integer("num_classes"))
@@ -45,6 +51,7 @@ MaskRcnnOptions model_options(const Config& config, int world) {
       .blocks_per_stage(config.integers("blocks_per_stage"))
       .frozen_batch_norm(config.boolean("frozen_batch_norm"))
       .freeze_at(config.integer("freeze_conv_body_at"))
+      .backbone_weights(backbone_weights(config))
       .fpn_channels(config.integer("fpn_channels"))
       .anchor_sizes(config.numbers("anchor_sizes"))
       .rpn_pre_nms_top_n_train(config.integer("rpn_pre_nms_top_n_train"))
@@ -63,6 +70,8 @@ detection::RcnnLoaderOptions loader_options(const Config& config, bool train, in
                                             const dist::Communicator& communicator) {
   detection::RcnnLoaderOptions options;
   options.mode = train ? data::LoaderMode::Train : data::LoaderMode::Eval;
+  options.pixels = backbone_weights(config) == BackboneWeights::kMsra ? detection::RcnnPixels::kBgr255MinusMean
+                                                                      : detection::RcnnPixels::kRgbImageNet;
   options.min_size = static_cast<int>(config.integer("min_image_size"));
   options.max_size = static_cast<int>(config.integer("max_image_size"));
   options.batch_size = train ? local_batch_size(config, "batch_size", communicator.world()) : config.integer("eval_batch_size");
@@ -216,6 +225,7 @@ class MaskRcnnWorkload : public WorkloadBase {
         {"min_image_size", config_.integer("min_image_size")},
         {"max_image_size", config_.integer("max_image_size")},
         {"trainbench_model", config_.string("summary")},
+        {"trainbench_backbone_weights_source", config_.string("backbone_weights_source")},
     };
     return description;
   }
@@ -229,8 +239,9 @@ class MaskRcnnWorkload : public WorkloadBase {
       model_->load_backbone(weights);
     else if (config_.boolean("pretrained_backbone"))
       fail(config_.name() + ": backbone_weights",
-           "the preset starts from ImageNet weights; pass --set backbone_weights=PATH (docs/maskrcnn.md says how to "
-           "convert torchvision's resnet50 weights)");
+           "the preset starts from ImageNet weights; pass --set backbone_weights=PATH: Detectron's MSRA R-50.pkl, or "
+           "torchvision's resnet50 converted by scripts/convert_resnet50_backbone.py with --set "
+           "backbone_weights_source=torchvision (docs/maskrcnn.md)");
     model_->to(device_);
     model_->train();
     optimizer_.emplace(make_optimizer(model_, config_));
@@ -255,11 +266,14 @@ class MaskRcnnWorkload : public WorkloadBase {
     auto train_samples = detection::rcnn_samples(train, true);
     auto val_samples = detection::rcnn_samples(val, false);
     DataSummary summary;
-    summary.train_samples = static_cast<int64_t>(train_samples.size());
-    summary.eval_samples = static_cast<int64_t>(val_samples.size());
+    summary.train_samples = static_cast<int64_t>(train_samples.samples.size());
+    summary.eval_samples = static_cast<int64_t>(val_samples.samples.size());
     log_dropped_boxes(train, val, summary);
-    train_loader_.emplace(std::move(train_samples), loader_options(config_, true, settings_.seed, *communicator_));
-    eval_loader_.emplace(std::move(val_samples), loader_options(config_, false, settings_.seed, *communicator_));
+    if (train_samples.dropped_polygons > 0 || val_samples.dropped_polygons > 0)
+      summary.derived_hyperparameters.push_back(
+          {"trainbench_dropped_polygons", {{"train", train_samples.dropped_polygons}, {"val", val_samples.dropped_polygons}}});
+    train_loader_.emplace(std::move(train_samples.samples), loader_options(config_, true, settings_.seed, *communicator_));
+    eval_loader_.emplace(std::move(val_samples.samples), loader_options(config_, false, settings_.seed, *communicator_));
     box_evaluator_.emplace(val.ground_truth, coco::IouType::bbox, val_file);
     mask_evaluator_.emplace(std::move(val.ground_truth), coco::IouType::segm, val_file);
     return summary;

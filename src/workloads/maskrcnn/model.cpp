@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <regex>
+#include <set>
 
 #include "detection/box_ops.h"
 #include "detection/rcnn_targets.h"
 #include "util/error.h"
+#include "util/numpy_pickle.h"
 #include "workloads/detection_common.h"
 
 namespace trainbench::maskrcnn {
@@ -74,6 +78,30 @@ torch::Tensor smooth_l1_sum(const torch::Tensor& input, const torch::Tensor& tar
 
 torch::Tensor rows_at(const torch::Tensor& values, const torch::Tensor& indices) { return values.index_select(0, indices); }
 
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The Caffe2 blob of a body tensor: the reference's renaming (utils/c2_model_loading.py,
+// _rename_basic_resnet_weights) run backwards. conv1 is conv1 and bn1 res_conv1_bn; layer<i>.<j> is res<i+1>_<j>,
+// its conv1..conv3 branch2a..branch2c and downsample.0 branch1, each followed by its batch norm (<conv>_bn); a
+// convolution's weight is _w, a batch norm's weight (scale) _s and its bias _b.
+std::string caffe2_blob_name(const std::string& name) {
+  const size_t field_dot = name.rfind('.');
+  const std::string module = name.substr(0, field_dot);
+  const std::string norm = name.substr(field_dot + 1) == "weight" ? "_bn_s" : "_bn_b";
+  if (module == "conv1") return "conv1_w";
+  if (module == "bn1") return "res_conv1" + norm;
+  const size_t stage_dot = module.find('.'), block_dot = module.find('.', stage_dot + 1);
+  const std::string block = "res" + std::to_string(std::stoi(module.substr(5, stage_dot - 5)) + 1) + "_" +
+                            module.substr(stage_dot + 1, block_dot - stage_dot - 1);
+  const std::string layer = module.substr(block_dot + 1);  // conv2, bn2, downsample.0 or downsample.1
+  if (layer == "downsample.0") return block + "_branch1_w";
+  if (layer == "downsample.1") return block + "_branch1" + norm;
+  const std::string branch = block + "_branch2" + static_cast<char>('a' + (layer.back() - '1'));
+  return layer.rfind("conv", 0) == 0 ? branch + "_w" : branch + norm;
+}
+
 }  // namespace
 
 FrozenBatchNorm2dImpl::FrozenBatchNorm2dImpl(int64_t channels) {
@@ -89,12 +117,13 @@ torch::Tensor FrozenBatchNorm2dImpl::forward(const torch::Tensor& input) {
   return input * scale.view({1, -1, 1, 1}) + shift.view({1, -1, 1, 1});
 }
 
-BottleneckImpl::BottleneckImpl(int64_t in_channels, int64_t width, int64_t stride, bool frozen_batch_norm) {
+BottleneckImpl::BottleneckImpl(int64_t in_channels, int64_t width, int64_t stride, bool frozen_batch_norm,
+                               bool stride_in_1x1) {
   const int64_t out_channels = 4 * width;
-  conv1 = register_module("conv1", body_conv(in_channels, width, 1, stride));  // STRIDE_IN_1X1
+  conv1 = register_module("conv1", body_conv(in_channels, width, 1, stride_in_1x1 ? stride : 1));
   bn1 = make_norm(width, frozen_batch_norm);
   register_module("bn1", bn1.ptr());
-  conv2 = register_module("conv2", body_conv(width, width, 3, 1));
+  conv2 = register_module("conv2", body_conv(width, width, 3, stride_in_1x1 ? 1 : stride));
   bn2 = make_norm(width, frozen_batch_norm);
   register_module("bn2", bn2.ptr());
   conv3 = register_module("conv3", body_conv(width, out_channels, 1, 1));
@@ -129,7 +158,7 @@ BodyImpl::BodyImpl(const MaskRcnnOptions& options) {
     torch::nn::Sequential layer;
     for (int64_t block = 0; block < blocks[stage]; ++block) {
       const int64_t stride = (stage > 0 && block == 0) ? 2 : 1;
-      layer->push_back(Bottleneck(channels, widths[stage], stride, options.frozen_batch_norm()));
+      layer->push_back(Bottleneck(channels, widths[stage], stride, options.frozen_batch_norm(), options.stride_in_1x1()));
       channels = 4 * widths[stage];
     }
     *stages[stage] = register_module("layer" + std::to_string(stage + 1), layer);
@@ -460,8 +489,44 @@ std::vector<ImageDetections> MaskRcnnImpl::detect(const torch::Tensor& images, c
 }
 
 void MaskRcnnImpl::load_backbone(const std::string& path) {
-  load_module_state(path, *body,
-                    "convert torchvision's resnet50 weights with scripts/convert_resnet50_backbone.py; docs/maskrcnn.md");
+  if (options_.backbone_weights() == BackboneWeights::kTorchvision) {
+    load_module_state(path, *body,
+                      "convert torchvision's resnet50 weights with scripts/convert_resnet50_backbone.py; docs/maskrcnn.md");
+    return;
+  }
+  const std::map<std::string, PickledArray> blobs = read_pickled_arrays(path);
+  std::set<std::string> used;
+  torch::NoGradGuard no_grad;
+  const auto copy = [&](const std::string& name, torch::Tensor& target) {
+    const std::string blob = caffe2_blob_name(name);
+    const auto found = blobs.find(blob);
+    if (found == blobs.end())
+      fail(path, "has no array '" + blob + "' (the body's " + name +
+                     "): expected Detectron's MSRA R-50.pkl (docs/maskrcnn.md)");
+    const PickledArray& array = found->second;
+    if (c10::IntArrayRef(array.shape) != target.sizes())
+      fail(path + ": " + blob, "has shape " + c10::str(c10::IntArrayRef(array.shape)) + ", the body's " + name + " is " +
+                                   c10::str(target.sizes()));
+    target.copy_(torch::from_blob(const_cast<float*>(array.values.data()), target.sizes(), torch::kFloat32));
+    used.insert(blob);
+  };
+  for (auto& parameter : body->named_parameters()) copy(parameter.key(), parameter.value());
+  for (auto& buffer : body->named_buffers()) {
+    const std::string& name = buffer.key();
+    if (ends_with(name, "running_mean"))
+      buffer.value().zero_();
+    else if (ends_with(name, "running_var"))
+      buffer.value().fill_(1);
+    else if (!ends_with(name, "num_batches_tracked"))
+      copy(name, buffer.value());
+  }
+  // The reference would load the first blocks of a deeper ResNet's file and ignore the rest; refusing names the
+  // mismatch instead.
+  const std::regex block_weight(R"(res\d+_\d+_branch\w+_w)");
+  for (const auto& [blob, array] : blobs)
+    if (!used.count(blob) && std::regex_match(blob, block_weight))
+      fail(path, "holds '" + blob + "', a block the body (blocks_per_stage " +
+                     c10::str(c10::IntArrayRef(options_.blocks_per_stage())) + ") does not have");
 }
 
 std::vector<std::string> MaskRcnnImpl::mlperf_tensor_names() {
@@ -491,8 +556,10 @@ double MaskRcnnImpl::forward_macs(int64_t height, int64_t width, int64_t rois, i
   std::vector<std::array<int64_t, 2>> level_sizes;
   for (size_t stage = 0; stage < 4; ++stage) {
     for (int64_t block = 0; block < options_.blocks_per_stage()[stage]; ++block) {
-      if (stage > 0 && block == 0) h /= 2, w /= 2;
+      const bool strided = stage > 0 && block == 0;
+      if (strided && options_.stride_in_1x1()) h /= 2, w /= 2;
       conv(channels, widths[stage], 1);
+      if (strided && !options_.stride_in_1x1()) h /= 2, w /= 2;
       conv(widths[stage], widths[stage], 3);
       conv(widths[stage], 4 * widths[stage], 1);
       if (block == 0) conv(channels, 4 * widths[stage], 1);

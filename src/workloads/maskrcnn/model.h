@@ -1,11 +1,12 @@
 #pragma once
 // Mask R-CNN with a ResNet-50-FPN backbone as the MLPerf v1.1 reference builds it (maskrcnn-benchmark,
-// configs/e2e_mask_rcnn_R_50_FPN_1x.yaml): a frozen-BN ResNet body with the stride in the 1x1 convs, FPN P2-P6,
-// the RPN with Detectron anchors, the box head with class-specific deltas and the mask head, their five losses
-// and the test-time post-processing. Parameterised by widths, depths, sizes and RoI counts, so the tiny and
-// mini presets are the same code scaled down. Module names follow the reference (fpn_inner1, rpn.conv,
-// box_head.fc6, mask_head.mask_fcn1, ...) except the body, which takes torchvision's ResNet names (conv1, bn1,
-// layer1..layer4) so its weights convert one to one. Boxes are Detectron's inclusive pixels throughout.
+// configs/e2e_mask_rcnn_R_50_FPN_1x.yaml): a frozen-BN ResNet body with the stride in the 1x1 convs (for MSRA's
+// weights; in the 3x3 for torchvision's), FPN P2-P6, the RPN with Detectron anchors, the box head with
+// class-specific deltas and the mask head, their five losses and the test-time post-processing. Parameterised by
+// widths, depths, sizes and RoI counts, so the tiny and mini presets are the same code scaled down. Module names
+// follow the reference (fpn_inner1, rpn.conv, box_head.fc6, mask_head.mask_fcn1, ...) except the body, which
+// takes torchvision's ResNet names (conv1, bn1, layer1..layer4), the names the reference's Caffe2 renaming gives
+// too, so both weight sources map one to one. Boxes are Detectron's inclusive pixels throughout.
 #include <string>
 #include <vector>
 
@@ -16,6 +17,11 @@
 
 namespace trainbench::maskrcnn {
 
+// Where the body's ImageNet weights come from, which also fixes where each stage's stride sits. MSRA's Caffe2 R-50
+// (the reference's catalog://ImageNetPretrained/MSRA/R-50, Detectron's R-50.pkl) has it in the 1x1 convolution of
+// each stage's first block (the reference's RESNETS.STRIDE_IN_1X1); torchvision's ResNet-50 (v1.5) in the 3x3.
+enum class BackboneWeights { kMsra, kTorchvision };
+
 struct MaskRcnnOptions {
   TORCH_ARG(int64_t, num_classes) = 81;  // with background (label 0)
   // Bottleneck widths of res2..res5 (each stage outputs 4x its width); the stem has widths[0] channels.
@@ -25,6 +31,7 @@ struct MaskRcnnOptions {
   // trained from random initialisation, batch norm with batch statistics.
   TORCH_ARG(bool, frozen_batch_norm) = true;
   TORCH_ARG(int64_t, freeze_at) = 2;  // 1: the stem, 2: the stem and res2 get no gradient; 0: nothing frozen
+  TORCH_ARG(BackboneWeights, backbone_weights) = BackboneWeights::kMsra;
   TORCH_ARG(int64_t, fpn_channels) = 256;
   TORCH_ARG(std::vector<double>, anchor_sizes) = std::vector<double>{32, 64, 128, 256, 512};
   TORCH_ARG(std::vector<double>, aspect_ratios) = std::vector<double>{0.5, 1.0, 2.0};
@@ -59,6 +66,7 @@ struct MaskRcnnOptions {
  public:
   // The FPN strides of P2..P6.
   static std::vector<int64_t> strides() { return {4, 8, 16, 32, 64}; }
+  bool stride_in_1x1() const { return backbone_weights_ == BackboneWeights::kMsra; }
   int64_t mask_resolution() const { return 2 * mask_pooled_size_; }  // the ConvTranspose doubles the pooled size
 };
 
@@ -73,11 +81,11 @@ class FrozenBatchNorm2dImpl : public torch::nn::Module {
 };
 TORCH_MODULE(FrozenBatchNorm2d);
 
-// The reference's Bottleneck with STRIDE_IN_1X1: 1x1 (stride) -> 3x3 -> 1x1 (4x width), a 1x1 projection
-// shortcut where the shape changes.
+// The reference's Bottleneck: 1x1 -> 3x3 -> 1x1 (4x width) with the stride in the 1x1 (STRIDE_IN_1X1) or the 3x3,
+// a 1x1 projection shortcut (strided) where the shape changes.
 class BottleneckImpl : public torch::nn::Module {
  public:
-  BottleneckImpl(int64_t in_channels, int64_t width, int64_t stride, bool frozen_batch_norm);
+  BottleneckImpl(int64_t in_channels, int64_t width, int64_t stride, bool frozen_batch_norm, bool stride_in_1x1);
   torch::Tensor forward(const torch::Tensor& input);
 
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
@@ -147,9 +155,14 @@ class MaskRcnnImpl : public torch::nn::Module {
   std::vector<torch::Tensor> proposals(const std::vector<torch::Tensor>& objectness, const std::vector<torch::Tensor>& deltas,
                                        const std::vector<torch::Tensor>& anchors, const std::vector<ImageSize>& sizes,
                                        bool training) const;
-  // Loads a body state dict (torchvision's ResNet names without fc: conv1.weight, bn1.running_var,
-  // layer3.5.conv2.weight, ...) written by scripts/convert_resnet50_backbone.py. Every tensor of the body must
-  // be there with its shape; throws Error naming the file and the tensor.
+  // Loads the body's ImageNet weights in the format of options().backbone_weights(). MSRA: Detectron's Caffe2
+  // pickle (conv1_w, res_conv1_bn_s, res2_0_branch2a_w, ..., res5_2_branch2c_bn_b; fc1000 and momenta unused),
+  // renamed as the reference's utils/c2_model_loading.py does, each batch norm's scale and bias becoming its weight
+  // and bias over statistics 0 and 1 (Caffe2's affine channel has none). Torchvision: a body state dict
+  // (torchvision's ResNet names without fc: conv1.weight, bn1.running_var, layer3.5.conv2.weight, ...) written by
+  // scripts/convert_resnet50_backbone.py. Every tensor of the body must be there with its shape, and an MSRA file
+  // may hold no block weight the body has no place for (a deeper ResNet's); throws Error naming the file and the
+  // tensor.
   void load_backbone(const std::string& path);
   // Stops the gradient of the frozen stages (freeze_at); the optimizer trains what still requires it.
   void freeze_stages();

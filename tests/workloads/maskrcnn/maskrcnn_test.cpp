@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -17,6 +19,7 @@
 #include "support/torch_pickle.h"
 #include "support/workload_refusal.h"
 #include "util/error.h"
+#include "workloads/checkpoint.h"
 #include "workloads/maskrcnn/model.h"
 
 namespace trainbench::maskrcnn {
@@ -255,8 +258,15 @@ TEST(MaskRcnnModel, LoadsTorchvisionResNetWeightsConvertedByTheScript) {
   const std::string convert = std::string("/usr/bin/python3 ") + TRAINBENCH_CONVERT_SCRIPT + " " +
                               (dir / "resnet.pth").string() + " " + (dir / "body.pt").string() + " > /dev/null";
   ASSERT_EQ(std::system(convert.c_str()), 0) << convert;
-  MaskRcnn model(small_options().body_widths({64, 128, 256, 512}));
+  MaskRcnn model(small_options().body_widths({64, 128, 256, 512}).backbone_weights(BackboneWeights::kTorchvision));
   model->load_backbone((dir / "body.pt").string());
+  // torchvision's ResNet-50 strides each stage in the 3x3 convolution (and the projection).
+  const auto& first_res3 = *model->body->layer2[0]->as<Bottleneck>();
+  EXPECT_EQ(c10::IntArrayRef(first_res3.conv1->options.stride()).vec(), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(c10::IntArrayRef(first_res3.conv2->options.stride()).vec(), (std::vector<int64_t>{2, 2}));
+  const auto levels = model->features(torch::zeros({1, 3, 64, 64}));
+  for (size_t level = 0; level < levels.size(); ++level)
+    EXPECT_EQ(levels[level].size(2), 64 / MaskRcnnOptions::strides()[level]) << "P" << level + 2;
   const auto converted = load_dict(dir / "body.pt");
   for (const char* name : {"conv1.weight", "bn1.running_var", "layer3.0.conv2.weight", "layer4.0.downsample.1.bias"}) {
     torch::Tensor value;
@@ -269,12 +279,63 @@ TEST(MaskRcnnModel, LoadsTorchvisionResNetWeightsConvertedByTheScript) {
   }
   // The converter folds torchvision's eps into the variance the frozen batch norm divides by.
   EXPECT_TRUE(torch::allclose(converted.at("bn1.running_var").toTensor(), torch::full({64}, 1 + 1e-5), 0, 1e-7));
-  MaskRcnn narrow(small_options());
+  MaskRcnn narrow(small_options().backbone_weights(BackboneWeights::kTorchvision));
   EXPECT_THROW(narrow->load_backbone((dir / "body.pt").string()), Error);  // shapes differ: named, not copied
   fs::remove_all(dir);
 }
 
-TEST(MaskRcnnQualityGate, TinyPresetReachesBothTargets) { const testing::QualityGateRun gate("maskrcnn", 1234); }
+// Issue 26 (M1): Detectron's Caffe2 pickle of MSRA's R-50 (the reference's catalog://ImageNetPretrained/MSRA/R-50),
+// here a small body with two blocks in res3, so that block indices are read too.
+TEST(MaskRcnnModel, LoadsMsraCaffe2WeightsUnderTheReferencesNames) {
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_maskrcnn_msra_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string pickle = (dir / "R-50.pkl").string(), renamed = (dir / "renamed.pt").string();
+  const std::string make = std::string("/usr/bin/python3 ") + TRAINBENCH_MSRA_WEIGHTS_SCRIPT + " " + pickle + " " +
+                           renamed + " 8,16,32,64 1,2,1,1";
+  ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  MaskRcnn model(small_options().blocks_per_stage({1, 2, 1, 1}));
+  model->load_backbone(pickle);
+  const auto expected = load_dict(renamed);
+  size_t compared = 0;
+  for (const auto& [name, tensor] : module_state(*model->body)) {
+    if (name.find("running_mean") != std::string::npos) {
+      EXPECT_TRUE(torch::equal(tensor, torch::zeros_like(tensor))) << name;  // Caffe2's affine channel: no statistics
+    } else if (name.find("running_var") != std::string::npos) {
+      EXPECT_TRUE(torch::equal(tensor, torch::ones_like(tensor))) << name;
+    } else {
+      ASSERT_TRUE(expected.contains(name)) << name;
+      EXPECT_TRUE(torch::equal(tensor, expected.at(name).toTensor())) << name;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, expected.size());
+  // MSRA's weights stride each stage in the first block's 1x1 convolution (STRIDE_IN_1X1).
+  const auto& first_res3 = *model->body->layer2[0]->as<Bottleneck>();
+  EXPECT_EQ(c10::IntArrayRef(first_res3.conv1->options.stride()).vec(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(c10::IntArrayRef(first_res3.conv2->options.stride()).vec(), (std::vector<int64_t>{1, 1}));
+
+  MaskRcnn shallower(small_options());
+  EXPECT_EQ(testing::error_message([&] { shallower->load_backbone(pickle); }),
+            pickle + ": holds 'res3_1_branch2a_w', a block the body (blocks_per_stage [1, 1, 1, 1]) does not have");
+  MaskRcnn deeper(small_options().blocks_per_stage({1, 3, 1, 1}));
+  EXPECT_EQ(testing::error_message([&] { deeper->load_backbone(pickle); }),
+            pickle + ": has no array 'res3_2_branch2a_w' (the body's layer2.2.conv1.weight): expected Detectron's MSRA "
+                     "R-50.pkl (docs/maskrcnn.md)");
+  MaskRcnn wider(small_options().body_widths({16, 16, 32, 64}).blocks_per_stage({1, 2, 1, 1}));
+  EXPECT_EQ(testing::error_message([&] { wider->load_backbone(pickle); }),
+            pickle + ": conv1_w: has shape [8, 3, 7, 7], the body's conv1.weight is [16, 3, 7, 7]");
+  EXPECT_EQ(testing::error_message([&] { model->load_backbone(renamed); }).rfind(renamed + ": not a pickle of numpy arrays", 0),
+            0u);  // a torch.save file is not MSRA's
+  fs::remove_all(dir);
+}
+
+TEST(MaskRcnnQualityGate, TinyPresetReachesBothTargets) {
+  const testing::QualityGateRun gate("maskrcnn", 1234);
+  // The weights source the run's pixels and strides follow, in the log (issue 26).
+  std::ifstream log(gate.data_dir().parent_path() / "results" / "result_0.txt");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(R"("key": "trainbench_backbone_weights_source", "value": "msra")"), std::string::npos);
+}
 
 }  // namespace
 }  // namespace trainbench::maskrcnn
