@@ -443,7 +443,7 @@ class PickleMachine {
     auto& values = target.array.values;
     values.resize(static_cast<size_t>(count));
     if (item_size == 4) {
-      std::memcpy(values.data(), data.text.data(), data.text.size());
+      if (!values.empty()) std::memcpy(values.data(), data.text.data(), data.text.size());  // an empty vector's data() may be null
     } else {
       for (size_t i = 0; i < values.size(); ++i) {
         double value = 0;

@@ -64,9 +64,8 @@ void expect_script_arrays(const std::map<std::string, PickledArray>& arrays) {
 class Python2Pickle {
  public:
   void add(const std::string& name, const std::vector<int64_t>& shape, const std::vector<float>& values) {
-    std::string data(values.size() * sizeof(float), '\0');
-    std::memcpy(data.data(), values.data(), data.size());
-    add_raw(name, shape, data);
+    const auto* bytes = reinterpret_cast<const char*>(values.data());
+    add_raw(name, shape, std::string(bytes, bytes + values.size() * sizeof(float)));
   }
   // `data` as the array's raw bytes, whatever its shape says.
   void add_raw(const std::string& name, const std::vector<int64_t>& shape, const std::string& data) {
