@@ -288,6 +288,12 @@ void Position::remove_group(int group) {
 // Benson's algorithm for each colour: chains that keep two vital regions while chains and regions that fail
 // are removed in turn are pass-alive; the small regions they enclose (every empty point a liberty of an
 // enclosing chain) are pass-alive territory, opponent stones in them included.
+// Benson's algorithm as minigo's CalculatePassAliveRegionsForColor (cc/position.cc) runs it, quirks included:
+// a region is a maximal connected set of points not of `color`; it is vital to a chain when all its empty
+// points are liberties of that chain. Chains with fewer than two vital regions left are removed, and with each
+// the regions holding one of its liberties, until none is removed. A region is then pass-alive when every
+// chain enclosing it survived and at most one of its empty points touches none of `color`'s stones (so a
+// one-point eye that is not a liberty counts, where the textbook "small region" would not).
 std::array<Color, kMaxPoints> Position::pass_alive_regions() const {
   const auto& neighbors = geometry().neighbors[size_];
   std::array<Color, kMaxPoints> board;
@@ -321,19 +327,17 @@ std::array<Color, kMaxPoints> Position::pass_alive_regions() const {
     std::vector<int> chains;
     for (int p = 0; p < points_; ++p)
       if (board[p] == color && group_[p] == p) chains.push_back(p);
-    std::vector<bool> chain_alive(static_cast<size_t>(points_), false), region_alive(regions.size(), true);
-    for (const int chain : chains) chain_alive[chain] = true;
-    // A region is vital to a chain when all its empty points are liberties of that chain.
+    const auto is_liberty_of = [&](int16_t q, int chain) {
+      for (const int16_t n : neighbors[q])
+        if (n >= 0 && board[n] == color && group_[n] == chain) return true;
+      return false;
+    };
     const auto vital_to = [&](size_t region, int chain) {
-      for (const int16_t q : regions[region]) {
-        if (board[q] != kEmpty) continue;
-        bool liberty = false;
-        for (const int16_t n : neighbors[q]) liberty |= n >= 0 && board[n] == color && group_[n] == chain;
-        if (!liberty) return false;
-      }
+      for (const int16_t q : regions[region])
+        if (board[q] == kEmpty && !is_liberty_of(q, chain)) return false;
       return true;
     };
-    // The chains bordering each region.
+    // The chains enclosing each region: those touching any of its points.
     std::vector<std::vector<int>> borders(regions.size());
     for (size_t r = 0; r < regions.size(); ++r)
       for (const int16_t q : regions[r])
@@ -342,8 +346,10 @@ std::array<Color, kMaxPoints> Position::pass_alive_regions() const {
             const int chain = group_[n];
             if (std::find(borders[r].begin(), borders[r].end(), chain) == borders[r].end()) borders[r].push_back(chain);
           }
-    for (bool changed = true; changed;) {
-      changed = false;
+    std::vector<bool> chain_alive(static_cast<size_t>(points_), false), region_alive(regions.size(), true);
+    for (const int chain : chains) chain_alive[chain] = true;
+    for (;;) {
+      std::vector<int> removed;
       for (const int chain : chains) {
         if (!chain_alive[chain]) continue;
         int vital = 0;
@@ -351,26 +357,32 @@ std::array<Color, kMaxPoints> Position::pass_alive_regions() const {
           if (region_alive[r] && std::find(borders[r].begin(), borders[r].end(), chain) != borders[r].end() &&
               vital_to(r, chain))
             ++vital;
-        if (vital < 2) {
-          chain_alive[chain] = false;
-          changed = true;
-        }
+        if (vital < 2) removed.push_back(chain);
       }
-      for (size_t r = 0; r < regions.size(); ++r) {
-        if (!region_alive[r]) continue;
-        for (const int chain : borders[r])
-          if (!chain_alive[chain]) {
-            region_alive[r] = false;
-            changed = true;
-            break;
-          }
+      if (removed.empty()) break;
+      for (const int chain : removed) {
+        chain_alive[chain] = false;
+        for (size_t r = 0; r < regions.size(); ++r)
+          if (region_alive[r])
+            for (const int16_t q : regions[r])
+              if (board[q] == kEmpty && is_liberty_of(q, chain)) {
+                region_alive[r] = false;
+                break;
+              }
       }
     }
     for (size_t r = 0; r < regions.size(); ++r) {
-      if (!region_alive[r] || borders[r].empty()) continue;
-      bool small = false;
-      for (const int chain : borders[r]) small |= vital_to(r, chain);
-      if (!small) continue;
+      if (borders[r].empty()) continue;  // the empty board's one region
+      bool alive = true;
+      for (const int chain : borders[r]) alive = alive && chain_alive[chain];
+      int interior = 0;  // empty points touching none of `color`'s stones
+      for (const int16_t q : regions[r]) {
+        if (!alive || board[q] != kEmpty) continue;
+        bool touches = false;
+        for (const int16_t n : neighbors[q]) touches |= n >= 0 && board[n] == color;
+        if (!touches && ++interior == 2) alive = false;
+      }
+      if (!alive) continue;
       for (const int16_t q : regions[r]) filled[q] = color;
     }
   }

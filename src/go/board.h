@@ -83,7 +83,8 @@ class Position {
   double score() const;
   // The owner of every point as the score counts it (kEmpty for dame).
   std::array<Color, kMaxPoints> ownership() const;
-  // For every point in a pass-alive region (Benson: enclosed by pass-alive chains; opponent stones in it
+  // For every point in a pass-alive region (Benson's algorithm as minigo's CalculatePassAliveRegions runs
+  // it: enclosed by pass-alive chains, at most one empty point touching none of them; opponent stones in it
   // are dead), the enclosing colour; kEmpty elsewhere, the pass-alive chains' own stones included.
   std::array<Color, kMaxPoints> pass_alive_regions() const;
   // Every empty point lies in a pass-alive region: nothing either side plays can change the score (minigo

@@ -230,7 +230,7 @@ int SearchTree::child_visits(Move move) const {
   return child < 0 ? 0 : nodes_[child].visits;
 }
 
-Move SearchTree::pick_move(bool soft, data::Rng& rng) const {
+Move SearchTree::pick_move(bool soft, data::Rng& rng, bool restrict_pass_alive) const {
   const Node& root = nodes_[0];
   if (soft) {
     // Points only, as minigo's SoftPickMove, so that sampling never passes early in the game.
@@ -245,11 +245,13 @@ Move SearchTree::pick_move(bool soft, data::Rng& rng) const {
       if (weight > 0 && (target -= weight) < 0) return static_cast<Move>(e);
     }
   }
+  std::array<Color, kMaxPoints> out_of_bounds{};
+  if (restrict_pass_alive) out_of_bounds = game_->position().pass_alive_regions();
   int best = points_;
   int best_visits = -1;
   float best_prior = -1;
   for (int e = 0; e <= points_; ++e) {
-    if (priors_[root.edges + e] < 0) continue;
+    if (priors_[root.edges + e] < 0 || (e < points_ && out_of_bounds[e] != kEmpty)) continue;
     const int visits = child_visits(static_cast<Move>(e));
     if (visits > best_visits || (visits == best_visits && priors_[root.edges + e] > best_prior)) {
       best = e;
@@ -263,7 +265,7 @@ Move SearchTree::pick_move(bool soft, data::Rng& rng) const {
 // Target pruning as minigo's ReshapeFinalVisits: visits a child got only through exploration (more than
 // it needs for its action score to stay below the best child's) are taken away, and a child left with
 // one visit or none records none.
-void SearchTree::visit_distribution(float* pi) const {
+void SearchTree::visit_distribution(float* pi, bool restrict_pass_alive) const {
   const Node& root = nodes_[0];
   std::vector<double>& counts = per_move_;
   counts.assign(static_cast<size_t>(points_ + 1), 0.0);
@@ -285,6 +287,15 @@ void SearchTree::visit_distribution(float* pi) const {
       const double needed = std::floor(exploration * priors_[root.edges + e] / gap - 1.0);
       counts[e] = std::min(counts[e], std::max(0.0, needed));
       if (counts[e] <= 1) counts[e] = 0;
+    }
+    if (restrict_pass_alive) {
+      const std::array<Color, kMaxPoints> regions = game_->position().pass_alive_regions();
+      bool any = false;
+      for (int e = 0; e <= points_; ++e) {
+        if (e < points_ && regions[e] != kEmpty) counts[e] = 0;
+        any = any || counts[e] > 0;
+      }
+      if (!any) counts[points_] = 1;
     }
   }
   double total = 0;
@@ -323,6 +334,8 @@ struct Slot {
   double resign_threshold = -2;  // below -1: never resigns
   int target_readouts = 0;
   bool noise = false, record = false, noised = false;
+  // Passes in a row by Black and by White; a count stops at restrict_pass_alive_play_threshold, as minigo's.
+  std::array<int, 2> consecutive_passes{};
   ExampleSet examples;  // this game's recorded moves; outcomes filled in at the end
   std::vector<Color> movers;
 };
@@ -430,6 +443,7 @@ class GameDriver {
     slot.examples.policies.clear();
     slot.examples.outcomes.clear();
     slot.movers.clear();
+    slot.consecutive_passes = {0, 0};
     if (mode_ == Mode::kMatch) {
       const bool first_black = slot.game_index % 2 == 0;
       slot.black_model = first_black ? 0 : 1;
@@ -473,17 +487,23 @@ class GameDriver {
       end_game(slot, opponent(mover), true, 0);
       return;
     }
+    // Self-play keeps out of pass-alive regions once the opponent has passed often enough in a row
+    // (minigo's concurrent_selfplay.cc; its evaluation games do not).
+    const int opponent_passes = slot.consecutive_passes[mover == kBlack ? 1 : 0];
+    const bool restrict_pass_alive = mode_ == Mode::kSelfPlay && opponent_passes >= options_.restrict_pass_alive_play_threshold;
     if (slot.record && examples_) {
       const size_t at = slot.examples.features.size();
       slot.examples.features.resize(at + static_cast<size_t>(feature_size_));
       position.features(slot.examples.features.data() + at);
       const size_t pi_at = slot.examples.policies.size();
       slot.examples.policies.resize(pi_at + static_cast<size_t>(points_ + 1));
-      tree.visit_distribution(slot.examples.policies.data() + pi_at);
+      tree.visit_distribution(slot.examples.policies.data() + pi_at, restrict_pass_alive);
       slot.movers.push_back(mover);
     }
     const bool soft = static_cast<int>(slot.game.moves().size()) < options_.soft_pick_moves;
-    const Move move = tree.pick_move(soft, slot.rng);
+    const Move move = tree.pick_move(soft, slot.rng, restrict_pass_alive);
+    int& passes = slot.consecutive_passes[mover == kBlack ? 0 : 1];
+    if (passes < options_.restrict_pass_alive_play_threshold) passes = move == position.pass() ? passes + 1 : 0;
     slot.game.play(move);
     if (stats_) {
       stats_->moves += 1;

@@ -66,10 +66,14 @@ class SearchTree {
   // Mean value at the root from Black's side.
   double root_value() const;
   // The move after the search: when `soft`, a point sampled with probability proportional to visits^0.98
-  // (a pass only when no point has a visit), else the most visited (legal) move.
-  Move pick_move(bool soft, data::Rng& rng) const;
-  // The recorded policy target: visit counts (pruned when target_pruning is on), normalized.
-  void visit_distribution(float* pi) const;
+  // (a pass only when no point has a visit), else the most visited (legal) move, outside the pass-alive
+  // regions of either colour when `restrict_pass_alive` (a pass when nothing else is left), as minigo's
+  // GetMostVisitedMove.
+  Move pick_move(bool soft, data::Rng& rng, bool restrict_pass_alive = false) const;
+  // The recorded policy target: visit counts (pruned when target_pruning is on), normalized. With pruning and
+  // `restrict_pass_alive`, the points of pass-alive regions record no visits, and a pass records one when
+  // nothing else is left, as minigo's ReshapeFinalVisits.
+  void visit_distribution(float* pi, bool restrict_pass_alive = false) const;
   int child_visits(Move move) const;
 
   int feature_size() const { return Position::kPlanes * points_; }
@@ -138,6 +142,9 @@ struct PlayOptions {
   int fast_readouts = 0;             // 0: every move is a full move
   double fast_move_probability = 0;  // playout cap oscillation
   int soft_pick_moves = 30;          // moves picked in proportion to visits^0.98
+  // Self-play: once the opponent has passed this many times in a row (the count stops there), moves in
+  // pass-alive regions are neither picked nor recorded (minigo's restrict_pass_alive_play_threshold).
+  int restrict_pass_alive_play_threshold = 4;
   bool dirichlet_noise = true;
   double resign_threshold_low = -1.0, resign_threshold_high = -0.9;  // drawn per game
   double disable_resign_fraction = 0.1;  // games that never resign (to check false resignations)

@@ -1,6 +1,10 @@
 // Go rules on hand-made positions: captures and liberties, suicide, ko and positional superko, area
 // scoring with dame, seki and pass-alive regions, the mlperf07 features and the 8 symmetries.
+#include <fstream>
 #include <set>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -193,6 +197,64 @@ TEST(GoBoard, WholeBoardPassAliveWhenEveryEmptyPointIsSettled) {
   EXPECT_EQ(open.position().pass_alive_regions()[point(3, 3, 5)], kEmpty);
   EXPECT_FALSE(open.position().whole_board_pass_alive());
   EXPECT_FALSE(Game(5, 0.5).position().whole_board_pass_alive());
+}
+
+// The boards of one TEST_F of minigo's cc/pass_alive_test.cc, as (board, expected) pairs of rows: its raw
+// strings, spaces removed, in order.
+std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> reference_cases(const std::string& text,
+                                                                                          const std::string& test) {
+  const size_t begin = text.find("TEST_F(PassAliveTest, " + test + ")");
+  const size_t end = text.find("TEST_F(", begin + 1);
+  std::vector<std::vector<std::string>> boards;
+  for (size_t at = text.find("R\"(", begin); at < end; at = text.find("R\"(", at)) {
+    const size_t close = text.find(")\"", at);
+    std::istringstream lines(text.substr(at + 3, close - at - 3));
+    std::vector<std::string> rows;
+    for (std::string line; std::getline(lines, line);) {
+      std::string row;
+      for (const char c : line)
+        if (c != ' ') row += c;
+      if (!row.empty()) rows.push_back(row);
+    }
+    boards.push_back(rows);
+    at = close;
+  }
+  std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases;
+  for (size_t i = 0; i + 1 < boards.size(); i += 2) cases.emplace_back(boards[i], boards[i + 1]);
+  return cases;
+}
+
+// Audit G8: minigo's own cases (cc/pass_alive_test.cc, read from ../shared/reference, skipped where that code
+// is absent): each board's stones with its pass-alive regions laid over them must be the expected board,
+// including the one-point regions that touch no enclosing chain.
+TEST(GoBoard, PassAliveRegionsAgreeWithMinigosOwnTests) {
+  const std::string path = std::string(TRAINBENCH_REFERENCE_CODE_DIR) +
+                           "/mlcommons-training/reinforcement/tensorflow/minigo/cc/pass_alive_test.cc";
+  std::ifstream in(path);
+  if (!in) GTEST_SKIP() << "no minigo reference code at " << path;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int checked = 0;
+  for (const std::string test : {"9x9", "19x19"}) {
+    const auto cases = reference_cases(text, test);
+    EXPECT_GE(cases.size(), 3u) << test;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const auto& [board, given] = cases[i];
+      const int size = static_cast<int>(board.size());
+      // One expected board of the 9x9 test has eight rows; its ninth, past the string's end, is empty.
+      std::vector<std::string> expected = given;
+      expected.resize(board.size(), std::string(board.size(), '.'));
+      const Game game = setup(board, kBlack, 0);
+      const auto regions = game.position().pass_alive_regions();
+      std::vector<std::string> actual(board.size(), std::string(board.size(), '.'));
+      for (int p = 0; p < size * size; ++p) {
+        const Color owner = regions[p] != kEmpty ? regions[p] : game.position().at(p);
+        actual[p / size][p % size] = owner == kBlack ? 'X' : owner == kWhite ? 'O' : '.';
+      }
+      EXPECT_EQ(actual, expected) << test << " case " << i;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 20);
 }
 
 TEST(GoFeatures, Mlperf07PlanesFollowTheSideToMove) {

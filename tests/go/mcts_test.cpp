@@ -50,14 +50,10 @@ BatchEvaluator material_evaluator(int size) {
   };
 }
 
-Move search(const Game& game, int readouts, int virtual_losses) {
-  MctsOptions options;
-  options.readouts = readouts;
-  options.virtual_losses = virtual_losses;
-  SearchTree tree(game.position().size(), options);
+// Searches `game`'s position until the root has `readouts` visits.
+void run_search(SearchTree& tree, const Game& game, const BatchEvaluator& evaluate, int readouts, int virtual_losses,
+                data::Rng& rng) {
   tree.reset(game);
-  data::Rng rng(5);
-  const BatchEvaluator evaluate = material_evaluator(game.position().size());
   std::vector<uint8_t> features(static_cast<size_t>(virtual_losses * tree.feature_size()));
   const int points = game.position().points();
   std::vector<float> policy(static_cast<size_t>(virtual_losses * (points + 1))), values(static_cast<size_t>(virtual_losses));
@@ -66,10 +62,58 @@ Move search(const Game& game, int readouts, int virtual_losses) {
     evaluate(0, features.data(), leaves, policy.data(), values.data());
     tree.apply_evaluations(policy.data(), values.data());
   }
+}
+
+Move search(const Game& game, int readouts, int virtual_losses) {
+  MctsOptions options;
+  options.readouts = readouts;
+  options.virtual_losses = virtual_losses;
+  SearchTree tree(game.position().size(), options);
+  data::Rng rng(5);
+  run_search(tree, game, material_evaluator(game.position().size()), readouts, virtual_losses, rng);
+  const int points = game.position().points();
   int children = 0;
   for (int m = 0; m <= points; ++m) children += tree.child_visits(static_cast<Move>(m));
   EXPECT_EQ(children, tree.root_visits() - 1) << "every visit but the root's own went to a child";
   return tree.pick_move(false, rng);
+}
+
+// minigo's restrict_pass_alive_play_threshold (cc/concurrent_selfplay.cc, GetMostVisitedMove and
+// ReshapeFinalVisits in cc/mcts_tree.cc): restricted, the most visited move is taken from outside the
+// pass-alive regions and the recorded target holds no visit in them.
+TEST(GoMcts, RestrictedPicksAndTargetsStayOutOfPassAliveRegions) {
+  const Game game = setup({".X.X.",  //
+                           "XXXXX",  //
+                           ".....",  //
+                           ".....",  //
+                           "....."},
+                          kBlack, 0.5);
+  const auto regions = game.position().pass_alive_regions();
+  ASSERT_EQ(regions[point(0, 0, 5)], kBlack);
+  // A prior that wants Black to fill its own corner eye, so that the search visits it most.
+  const BatchEvaluator eye_filler = [](int, const uint8_t*, int batch, float* policy, float* values) {
+    for (int b = 0; b < batch; ++b) {
+      for (int m = 0; m <= 25; ++m) policy[b * 26 + m] = m == 0 ? 0.8f : 0.2f / 25;
+      values[b] = 0;
+    }
+  };
+  MctsOptions options;
+  options.readouts = 64;
+  options.random_symmetry = false;  // the prior names the corner as seen, not in a rotated frame
+  SearchTree tree(5, options);
+  data::Rng rng(5);
+  run_search(tree, game, eye_filler, 64, options.virtual_losses, rng);
+  ASSERT_EQ(tree.pick_move(false, rng), point(0, 0, 5));
+  const Move restricted = tree.pick_move(false, rng, true);
+  ASSERT_NE(restricted, game.position().pass());
+  EXPECT_EQ(regions[restricted], kEmpty) << "picked " << restricted;
+  std::vector<float> pi(26);
+  tree.visit_distribution(pi.data(), false);
+  EXPECT_GT(pi[point(0, 0, 5)], 0);
+  tree.visit_distribution(pi.data(), true);
+  for (int p = 0; p < 25; ++p)
+    if (regions[p] != kEmpty) EXPECT_EQ(pi[p], 0) << "point " << p;
+  EXPECT_NEAR(std::accumulate(pi.begin(), pi.end(), 0.0), 1.0, 1e-6);
 }
 
 TEST(GoMcts, FindsTheForcedCapture) {

@@ -82,6 +82,7 @@ go::PlayOptions self_play_options(const Config& config, uint64_t seed, int threa
   options.fast_readouts = static_cast<int>(config.integer("fast_readouts"));
   options.fast_move_probability = config.number("fast_move_probability");
   options.soft_pick_moves = static_cast<int>(config.integer("soft_pick_moves"));
+  options.restrict_pass_alive_play_threshold = static_cast<int>(config.integer("restrict_pass_alive_play_threshold"));
   std::tie(options.resign_threshold_low, options.resign_threshold_high) = resign_range(config);
   options.disable_resign_fraction = config.number("disable_resign_pct") / 100.0;
   options.seed = seed;
