@@ -15,7 +15,7 @@ packages=(
   cmake ninja-build g++ ccache pkg-config git
   libtorch-dev libgloo-dev libdnnl-dev python3-torch libopenblas0-openmp
   libturbojpeg0-dev libpng-dev zlib1g-dev
-  libhdf5-dev libicu-dev bible-kjv
+  libhdf5-dev libicu-dev libssl-dev bible-kjv
   python3-torchvision python3-skimage dataset-fashion-mnist
   libsndfile1-dev sentencepiece espeak-ng pocketsphinx-testdata python3-torchaudio
   libcli11-dev nlohmann-json3-dev

@@ -4,12 +4,19 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <memory>
 #include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
+#include <openssl/evp.h>
 
 #include "medical/nifti.h"
 #include "medical/npy.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace trainbench::medical {
 
@@ -214,6 +221,66 @@ int prepare_kits19(const std::string& in_dir, const std::string& out_dir, const 
     write_npy(stem + "_y.npy", stored, prepared.label);
   }
   return static_cast<int>(cases.size());
+}
+
+namespace {
+
+// The md5 of a file's bytes as 32 lowercase hex digits (Python's hashlib.md5(data).hexdigest()).
+std::string md5_hex(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path.string(), "cannot open");
+  const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!context || EVP_DigestInit_ex(context.get(), EVP_md5(), nullptr) != 1) fail(path.string(), "OpenSSL has no MD5");
+  std::vector<char> buffer(size_t{1} << 20);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    EVP_DigestUpdate(context.get(), buffer.data(), static_cast<size_t>(in.gcount()));
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(context.get(), digest, &length);
+  static const char* const kHex = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) {
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 15];
+  }
+  return hex;
+}
+
+}  // namespace
+
+ChecksumComparison compare_with_checksums(const std::string& prepared_dir, const std::string& checksum_path) {
+  std::ifstream in(checksum_path);
+  if (!in) fail(checksum_path, "cannot open the checksum file");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  check_json_nesting(text, checksum_path);
+  nlohmann::json listed;
+  try {
+    listed = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& error) {
+    fail(checksum_path, std::string("not valid JSON (") + error.what() + ")");
+  }
+  if (!listed.is_object() || listed.empty())
+    fail(checksum_path, "expected a JSON object of file names to md5 strings, as the reference's checksum.json");
+  const std::regex prepared_name(R"(case_\d{5}_[xy]\.npy)");
+  std::set<std::string> prepared;
+  for (const auto& entry : fs::directory_iterator(prepared_dir))
+    if (std::regex_match(entry.path().filename().string(), prepared_name)) prepared.insert(entry.path().filename().string());
+  ChecksumComparison comparison;
+  for (const auto& [name, md5] : listed.items()) {
+    if (!md5.is_string()) fail(checksum_path + ": " + name, "expected an md5 string");
+    if (!prepared.count(name)) {
+      comparison.missing.push_back(name);
+    } else if (md5_hex(fs::path(prepared_dir) / name) == md5.get<std::string>()) {
+      ++comparison.matching;
+    } else {
+      comparison.differing.push_back(name);
+    }
+  }
+  for (const std::string& name : prepared)
+    if (!listed.contains(name)) comparison.unlisted.push_back(name);
+  return comparison;
 }
 
 Kits19Split split_prepared_cases(const std::string& dir) {

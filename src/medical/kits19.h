@@ -58,6 +58,18 @@ PreparedCase preprocess_case(const std::vector<float>& image, const std::vector<
 // none, or a case is unreadable or fails check_labels / check_intensities.
 int prepare_kits19(const std::string& in_dir, const std::string& out_dir, const Shape3& min_shape);
 
+// The files prepare_kits19 wrote in `prepared_dir` against the reference's checksum.json
+// (image_segmentation/pytorch/checksum.json: the md5 of every case_XXXXX_{x,y}.npy its preprocess_dataset.py
+// writes, which its verify_dataset asserts). An Error naming the file when it is not a JSON object of names
+// to md5 strings.
+struct ChecksumComparison {
+  int matching = 0;
+  std::vector<std::string> differing;  // prepared here with another md5
+  std::vector<std::string> missing;    // listed, not prepared here
+  std::vector<std::string> unlisted;   // prepared here, not listed
+};
+ChecksumComparison compare_with_checksums(const std::string& prepared_dir, const std::string& checksum_path);
+
 struct PreparedFiles {
   std::string id;  // "00042"
   std::string image, label;

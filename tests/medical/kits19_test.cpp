@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -47,6 +49,42 @@ void expect_same_npy(const std::string& ours, const std::string& theirs) {
   // Interpolated Hounsfield units of up to 1200 agree to a few float32 ulps (about 1e-4 HU each), which
   // normalisation by 76.9 turns into a few 1e-5.
   EXPECT_NEAR(a.floats[worst], b.floats[worst], 5e-5) << ours << " at " << worst;
+}
+
+// md5sum's digest of `path` (coreutils), the independent side of compare_with_checksums.
+std::string md5sum(const std::string& path) {
+  FILE* pipe = ::popen(("md5sum " + path).c_str(), "r");
+  char digest[33] = {};
+  const bool read = pipe && std::fscanf(pipe, "%32s", digest) == 1;
+  if (pipe) ::pclose(pipe);
+  return read ? digest : "";
+}
+
+// Audit U2: the prepared files against a checksum.json in the reference's format (name -> md5, as
+// preprocess_dataset.py's verify_dataset reads it): matching, differing, listed but not prepared, prepared but
+// not listed.
+TEST(Kits19, PreparedFilesAreComparedWithTheReferencesChecksums) {
+  const TempDir dir;
+  write_case(dir / "raw/case_00001", {6, 7, 8}, {1.6, 1.2, 1.2}, 1);
+  write_case(dir / "raw/case_00002", {6, 7, 8}, {1.6, 1.2, 1.2}, 2);
+  ASSERT_EQ(prepare_kits19(dir / "raw", dir / "prepared", {4, 4, 4}), 2);
+  const std::string x1 = md5sum(dir / "prepared/case_00001_x.npy");
+  ASSERT_EQ(x1.size(), 32u);
+  {
+    std::ofstream checksums(dir / "checksum.json");
+    checksums << "{\"case_00001_x.npy\": \"" << x1 << "\", \"case_00001_y.npy\": \"" << md5sum(dir / "prepared/case_00001_y.npy")
+              << "\", \"case_00002_x.npy\": \"00000000000000000000000000000000\", \"case_00009_x.npy\": \"" << x1 << "\"}";
+  }
+  const ChecksumComparison comparison = compare_with_checksums(dir / "prepared", dir / "checksum.json");
+  EXPECT_EQ(comparison.matching, 2);
+  EXPECT_EQ(comparison.differing, (std::vector<std::string>{"case_00002_x.npy"}));
+  EXPECT_EQ(comparison.missing, (std::vector<std::string>{"case_00009_x.npy"}));
+  EXPECT_EQ(comparison.unlisted, (std::vector<std::string>{"case_00002_y.npy"}));
+  {
+    std::ofstream(dir / "bad.json") << "[1, 2]";
+  }
+  EXPECT_EQ(error_message([&] { compare_with_checksums(dir / "prepared", dir / "bad.json"); }),
+            dir / "bad.json" + ": expected a JSON object of file names to md5 strings, as the reference's checksum.json");
 }
 
 TEST(Kits19, PreprocessingMatchesTheReferenceSteps) {

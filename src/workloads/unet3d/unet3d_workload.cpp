@@ -364,8 +364,26 @@ class Unet3dWorkload : public WorkloadBase {
   int64_t pending_step_ = -1;
 };
 
+// KiTS19 in in_dir, prepared into out_dir; with reference_checksums, each prepared file's md5 checked against
+// the reference's, as its preprocess_dataset.py verify_dataset does (audit U2). A difference is an Error
+// naming the files; the prepared files stay.
 void prepare_dataset(const Config& config, const std::string& in_dir, const std::string& out_dir) {
   medical::prepare_kits19(in_dir, out_dir, shape3(config, "patch"));
+  const std::string checksums = config.string("reference_checksums");
+  if (checksums.empty()) return;
+  const medical::ChecksumComparison comparison = medical::compare_with_checksums(out_dir, checksums);
+  if (comparison.differing.empty() && comparison.missing.empty()) return;
+  const auto first = [](const std::vector<std::string>& names) {
+    std::string text;
+    for (size_t i = 0; i < names.size() && i < 5; ++i) text += (i ? ", " : "") + names[i];
+    return text + (names.size() > 5 ? ", ..." : "");
+  };
+  std::string what = std::to_string(comparison.matching) + " prepared files match the reference's md5";
+  if (!comparison.differing.empty())
+    what += "; " + std::to_string(comparison.differing.size()) + " differ (" + first(comparison.differing) + ")";
+  if (!comparison.missing.empty())
+    what += "; " + std::to_string(comparison.missing.size()) + " listed were not prepared (" + first(comparison.missing) + ")";
+  fail(checksums, what + "; the prepared files are kept in " + out_dir);
 }
 
 // Generated KiTS19-layout cases in <out_dir>/kits19 and their prepared form in <out_dir>.
