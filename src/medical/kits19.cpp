@@ -6,16 +6,15 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <memory>
 #include <regex>
 #include <set>
 
 #include <nlohmann/json.hpp>
-#include <openssl/evp.h>
 
 #include "medical/nifti.h"
 #include "medical/npy.h"
 #include "util/error.h"
+#include "util/file_digest.h"
 #include "util/json_limits.h"
 
 namespace trainbench::medical {
@@ -223,33 +222,6 @@ int prepare_kits19(const std::string& in_dir, const std::string& out_dir, const 
   return static_cast<int>(cases.size());
 }
 
-namespace {
-
-// The md5 of a file's bytes as 32 lowercase hex digits (Python's hashlib.md5(data).hexdigest()).
-std::string md5_hex(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path.string(), "cannot open");
-  const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!context || EVP_DigestInit_ex(context.get(), EVP_md5(), nullptr) != 1) fail(path.string(), "OpenSSL has no MD5");
-  std::vector<char> buffer(size_t{1} << 20);
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    EVP_DigestUpdate(context.get(), buffer.data(), static_cast<size_t>(in.gcount()));
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(context.get(), digest, &length);
-  static const char* const kHex = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) {
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 15];
-  }
-  return hex;
-}
-
-}  // namespace
-
 ChecksumComparison compare_with_checksums(const std::string& prepared_dir, const std::string& checksum_path) {
   std::ifstream in(checksum_path);
   if (!in) fail(checksum_path, "cannot open the checksum file");
@@ -272,7 +244,7 @@ ChecksumComparison compare_with_checksums(const std::string& prepared_dir, const
     if (!md5.is_string()) fail(checksum_path + ": " + name, "expected an md5 string");
     if (!prepared.count(name)) {
       comparison.missing.push_back(name);
-    } else if (md5_hex(fs::path(prepared_dir) / name) == md5.get<std::string>()) {
+    } else if (md5_hex((fs::path(prepared_dir) / name).string()) == md5.get<std::string>()) {
       ++comparison.matching;
     } else {
       comparison.differing.push_back(name);

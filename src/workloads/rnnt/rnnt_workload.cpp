@@ -18,6 +18,7 @@
 #include "speech/synthetic.h"
 #include "speech/text.h"
 #include "util/error.h"
+#include "util/file_digest.h"
 #include "workloads/bert/lamb.h"
 #include "workloads/common.h"
 #include "workloads/rnnt/model.h"
@@ -199,6 +200,9 @@ class RnntWorkload : public WorkloadBase {
     DataSummary summary;
     summary.train_samples = steps_per_epoch_ * global_batch;
     summary.eval_samples = eval_count;
+    // Which tokenizer the targets came from: another sentencepiece build trained on the same transcripts can
+    // cut other pieces (audit R2), so the log names the model file by its md5.
+    summary.derived_hyperparameters.push_back({"trainbench_tokenizer_md5", md5_hex(speech::sentencepiece_model_path(root, vocab))});
     return summary;
   }
 
@@ -315,18 +319,29 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
   write_manifests(out_dir, out_dir, subsets);
 }
 
-// Real LibriSpeech in in_dir: the manifests of the preset's subsets and the sentencepiece model trained on
-// the training transcripts.
+// Real LibriSpeech in in_dir: the manifests of the preset's subsets, and the tokenizer: the file
+// `tokenizer_model` names (the reference's librispeech1023.model, from its create_sentencepieces.sh), copied,
+// or else a sentencepiece model trained here on the training transcripts with the reference's flags.
 void prepare_dataset(const Config& config, const std::string& in_dir, const std::string& out_dir) {
   std::vector<std::string> subsets = config.values().at("train_subsets").get<std::vector<std::string>>();
   const size_t train_count = subsets.size();
   subsets.push_back(config.string("eval_subset"));
   const std::vector<std::vector<std::string>> transcripts = write_manifests(in_dir, out_dir, subsets);
+  const int vocab = static_cast<int>(config.integer("vocab_size"));
+  const std::string model = speech::sentencepiece_model_path(out_dir, vocab);
+  const std::string given = config.string("tokenizer_model");
+  if (!given.empty()) {
+    const speech::Tokenizer tokenizer(given);  // refuses a file that is not a sentencepiece model
+    if (tokenizer.vocab_size() != vocab)
+      fail(config.name() + ": tokenizer_model", given + " holds " + std::to_string(tokenizer.vocab_size()) +
+                                                    " pieces; the preset's vocab_size is " + std::to_string(vocab));
+    fs::create_directories(fs::path(model).parent_path());
+    fs::copy_file(given, model, fs::copy_options::overwrite_existing);
+    return;
+  }
   std::vector<std::string> training;
   for (size_t s = 0; s < train_count; ++s) training.insert(training.end(), transcripts[s].begin(), transcripts[s].end());
-  const std::string model = speech::sentencepiece_model_path(out_dir, static_cast<int>(config.integer("vocab_size")));
-  speech::train_sentencepiece(training, static_cast<int>(config.integer("vocab_size")),
-                              model.substr(0, model.size() - std::string(".model").size()));
+  speech::train_sentencepiece(training, vocab, model.substr(0, model.size() - std::string(".model").size()));
 }
 
 void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {

@@ -15,10 +15,12 @@
 #include "dist/communicator.h"
 #include "harness/cpu_contention.h"
 #include "speech/librispeech.h"
+#include "speech/synthetic.h"
 #include "support/accumulation.h"
 #include "support/error_message.h"
 #include "support/quality_gate.h"
 #include "support/torch_pickle.h"
+#include "util/file_digest.h"
 #include "workloads/bert/lamb.h"
 #include "workloads/registry.h"
 #include "workloads/rnnt/model.h"
@@ -274,6 +276,27 @@ TEST(RnntData, PreparedManifestsNamePathsInsideTheirFolder) {
     EXPECT_EQ(utterance.audio_path.rfind((root / "prepared" / "librispeech").string(), 0), 0u) << utterance.audio_path;
     EXPECT_TRUE(fs::exists(utterance.audio_path)) << utterance.audio_path;
   }
+  // Audit R2: a given tokenizer (the reference's librispeech1023.model for a reference run) is copied in, not
+  // retrained, and the run logs the md5 of the model it encoded the transcripts with.
+  const int vocab = static_cast<int>(config.integer("vocab_size"));
+  const std::string given = speech::sentencepiece_model_path((root / "source").string(), vocab);
+  const Config with_model = Config::from_presets("rnnt", entry.presets_json, "tiny",
+                                                 {"dataset.train_utterances=40", "dataset.eval_utterances=4", "tokenizer_model=" + given});
+  entry.prepare_dataset(with_model, (root / "source").string(), (root / "copied").string());
+  const std::string copied = speech::sentencepiece_model_path((root / "copied").string(), vocab);
+  EXPECT_EQ(md5_hex(copied), md5_hex(given));
+  WorkloadSettings settings;
+  settings.config = with_model;
+  settings.device = "cpu";
+  settings.data_dir = (root / "copied").string();
+  const DataSummary summary = entry.create(settings)->open_data();
+  const auto logged = std::find_if(summary.derived_hyperparameters.begin(), summary.derived_hyperparameters.end(),
+                                   [](const auto& item) { return item.key == "trainbench_tokenizer_md5"; });
+  ASSERT_NE(logged, summary.derived_hyperparameters.end());
+  EXPECT_EQ(logged->value, md5_hex(given));
+  const Config wrong_size = Config::from_presets("rnnt", entry.presets_json, "tiny", {"vocab_size=21", "tokenizer_model=" + given});
+  EXPECT_EQ(testing::error_message([&] { entry.prepare_dataset(wrong_size, (root / "source").string(), (root / "other").string()); }),
+            "rnnt/tiny: tokenizer_model: " + given + " holds 20 pieces; the preset's vocab_size is 21");
   fs::remove_all(root);
 }
 
