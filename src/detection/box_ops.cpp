@@ -54,7 +54,12 @@ torch::Tensor nms(const torch::Tensor& boxes_ltrb, const torch::Tensor& scores, 
   // Stable, so equal scores are visited in index order whatever the device.
   const auto order = std::get<1>(scores.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
   const auto sorted = boxes_ltrb.index_select(0, order);
-  const auto overlaps = (box_iou(sorted, sorted) > iou_threshold).to(torch::kCPU).contiguous();
+  const auto suppressing = box_iou(sorted, sorted) > iou_threshold;
+  if (!boxes_ltrb.device().is_cpu()) {
+    const torch::Tensor keep = greedy_keep_in_rounds(suppressing, kNmsDeviceRounds);
+    if (keep.defined()) return order.masked_select(keep);
+  }
+  const auto overlaps = suppressing.to(torch::kCPU).contiguous();
   const auto suppresses = overlaps.accessor<bool, 2>();
   std::vector<char> removed(count, 0);
   std::vector<int64_t> kept;
@@ -65,6 +70,18 @@ torch::Tensor nms(const torch::Tensor& boxes_ltrb, const torch::Tensor& scores, 
       if (suppresses[i][j]) removed[j] = 1;
   }
   return order.index_select(0, torch::tensor(kept, torch::kInt64).to(order.device()));
+}
+
+torch::Tensor greedy_keep_in_rounds(const torch::Tensor& suppresses, int max_rounds) {
+  // Only earlier boxes suppress later ones; as float, "any kept i suppresses j" is a product with keep.
+  const torch::Tensor earlier = suppresses.triu(1).to(torch::kFloat32).t().contiguous();
+  torch::Tensor keep = torch::ones({suppresses.size(0)}, suppresses.options().dtype(torch::kBool));
+  for (int round = 0; round < max_rounds; ++round) {
+    const torch::Tensor next = torch::mv(earlier, keep.to(torch::kFloat32)).eq(0);
+    if (torch::equal(next, keep)) return keep;
+    keep = next;
+  }
+  return {};
 }
 
 torch::Tensor batched_nms(const torch::Tensor& boxes_ltrb, const torch::Tensor& scores, const torch::Tensor& classes,

@@ -32,10 +32,19 @@ torch::Tensor decode_boxes(const torch::Tensor& offsets, const torch::Tensor& an
 
 // Greedy NMS as torchvision.ops.nms: visits boxes by decreasing score and drops every later box whose IoU
 // with a kept one is above `iou_threshold`. Returns the kept indices (int64) by decreasing score. The IoU
-// matrix is computed where the boxes are and the greedy pass walks its thresholded copy on the CPU, as
-// torchvision's CUDA kernel does with its bit mask; memory is N^2 bytes, fine for the few thousand
-// candidates a detector keeps per image.
+// matrix is computed where the boxes are. On the CPU the greedy pass walks it; on another device the pass
+// runs there in rounds (greedy_keep_in_rounds), so no N x N matrix crosses to the host (audit M4), and only
+// a suppression chain too long for kNmsDeviceRounds sends the matrix to the CPU walk. Memory is N^2 bytes
+// (N^2 floats on a device), fine for the few thousand candidates a detector keeps per image.
 torch::Tensor nms(const torch::Tensor& boxes_ltrb, const torch::Tensor& scores, double iou_threshold);
+
+constexpr int kNmsDeviceRounds = 64;
+// Greedy NMS's keep mask from `suppresses` (N x N bool, row i suppresses column j, boxes by decreasing score),
+// in rounds where the tensors are: keep_j = no i < j with suppresses[i][j] and keep_i is the greedy result's
+// unique fixed point, and iterating it from "keep all" fixes one more box each round at least, so a round that
+// changes nothing has reached it. Each round is one matrix-vector product and one scalar read. Returns an
+// undefined tensor when `max_rounds` rounds do not settle it.
+torch::Tensor greedy_keep_in_rounds(const torch::Tensor& suppresses, int max_rounds);
 // NMS within each class (`classes`: (N,) int64), all classes at once: torchvision.ops.batched_nms.
 torch::Tensor batched_nms(const torch::Tensor& boxes_ltrb, const torch::Tensor& scores, const torch::Tensor& classes,
                           double iou_threshold);

@@ -77,5 +77,31 @@ TEST(DetectionBoxOps, NmsMatchesTorchvision) {
   EXPECT_EQ(nms(boxes.narrow(0, 0, 0), scores.narrow(0, 0, 0), 0.5).numel(), 0);
 }
 
+// The device path's rounds (audit M4), run here on the CPU: the same kept boxes as the greedy walk on random
+// boxes at three thresholds, and a chain of N boxes each suppressing the next, which needs about N rounds.
+TEST(DetectionBoxOps, NmsInRoundsKeepsWhatTheGreedyWalkKeeps) {
+  torch::manual_seed(9);
+  const int64_t count = 400;
+  const auto corner = torch::rand({count, 2}) * 60;
+  const auto boxes = torch::cat({corner, corner + 5 + torch::rand({count, 2}) * 30}, 1);
+  const auto scores = torch::rand({count});
+  const auto order = std::get<1>(scores.sort(/*stable=*/true, 0, /*descending=*/true));
+  const auto sorted = boxes.index_select(0, order);
+  for (const double threshold : {0.3, 0.5, 0.7}) {
+    const torch::Tensor keep = greedy_keep_in_rounds(box_iou(sorted, sorted) > threshold, count + 1);
+    ASSERT_TRUE(keep.defined());
+    EXPECT_TRUE(torch::equal(order.masked_select(keep), nms(boxes, scores, threshold))) << threshold;
+  }
+  // Boxes 0, 1, 2, ... each overlapping only its neighbours: greedy keeps the even ones.
+  const int64_t chain = 20;
+  const auto left = torch::arange(chain, torch::kFloat32) * 6;
+  const auto line = torch::stack({left, torch::zeros({chain}), left + 10, torch::full({chain}, 10.0f)}, 1);
+  const auto suppresses = box_iou(line, line) > 0.2;
+  const torch::Tensor settled = greedy_keep_in_rounds(suppresses, chain + 1);
+  ASSERT_TRUE(settled.defined());
+  EXPECT_TRUE(torch::equal(settled, torch::arange(chain) % 2 == 0));
+  EXPECT_FALSE(greedy_keep_in_rounds(suppresses, 3).defined()) << "a long chain does not settle in 3 rounds";
+}
+
 }  // namespace
 }  // namespace trainbench::detection
