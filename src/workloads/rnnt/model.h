@@ -118,8 +118,8 @@ torch::Tensor packed_rnnt_loss(const torch::Tensor& logits, const LatticeCells& 
                                const torch::Tensor& token_counts, int64_t blank);
 
 // The same loss from dense logits (batch, T, U + 1, vocab + 1) with T >= max(frame_counts) and U >=
-// max(token_counts); tokens (batch, >= U). It packs a copy of the valid cells: for tests and the bench's loss
-// line, not the training step.
+// max(token_counts); tokens (batch, >= U). It packs a copy of the valid cells: the dense form torchaudio's loss
+// takes, for the loss test; the training step and the bench's loss line use the packed form.
 torch::Tensor rnnt_loss(const torch::Tensor& logits, const torch::Tensor& tokens, const torch::Tensor& frame_counts,
                         const torch::Tensor& token_counts, int64_t blank);
 
