@@ -346,29 +346,34 @@ std::array<Color, kMaxPoints> Position::pass_alive_regions() const {
             const int chain = group_[n];
             if (std::find(borders[r].begin(), borders[r].end(), chain) == borders[r].end()) borders[r].push_back(chain);
           }
+    // Per region, the enclosing chains it is vital to and those with a liberty in it: neither changes while
+    // chains and regions are removed, so both are found once.
+    std::vector<std::vector<int>> vital(regions.size()), with_liberty(regions.size());
+    for (size_t r = 0; r < regions.size(); ++r)
+      for (const int chain : borders[r]) {
+        if (vital_to(r, chain)) vital[r].push_back(chain);
+        for (const int16_t q : regions[r])
+          if (board[q] == kEmpty && is_liberty_of(q, chain)) {
+            with_liberty[r].push_back(chain);
+            break;
+          }
+      }
+    const auto holds = [](const std::vector<int>& list, int chain) { return std::find(list.begin(), list.end(), chain) != list.end(); };
     std::vector<bool> chain_alive(static_cast<size_t>(points_), false), region_alive(regions.size(), true);
     for (const int chain : chains) chain_alive[chain] = true;
     for (;;) {
       std::vector<int> removed;
       for (const int chain : chains) {
         if (!chain_alive[chain]) continue;
-        int vital = 0;
-        for (size_t r = 0; r < regions.size() && vital < 2; ++r)
-          if (region_alive[r] && std::find(borders[r].begin(), borders[r].end(), chain) != borders[r].end() &&
-              vital_to(r, chain))
-            ++vital;
-        if (vital < 2) removed.push_back(chain);
+        int vital_regions = 0;
+        for (size_t r = 0; r < regions.size() && vital_regions < 2; ++r) vital_regions += region_alive[r] && holds(vital[r], chain);
+        if (vital_regions < 2) removed.push_back(chain);
       }
       if (removed.empty()) break;
       for (const int chain : removed) {
         chain_alive[chain] = false;
         for (size_t r = 0; r < regions.size(); ++r)
-          if (region_alive[r])
-            for (const int16_t q : regions[r])
-              if (board[q] == kEmpty && is_liberty_of(q, chain)) {
-                region_alive[r] = false;
-                break;
-              }
+          if (holds(with_liberty[r], chain)) region_alive[r] = false;
       }
     }
     for (size_t r = 0; r < regions.size(); ++r) {
