@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <thread>
 
 #include "util/error.h"
@@ -230,7 +231,7 @@ int SearchTree::child_visits(Move move) const {
   return child < 0 ? 0 : nodes_[child].visits;
 }
 
-Move SearchTree::pick_move(bool soft, data::Rng& rng, bool restrict_pass_alive) const {
+Move SearchTree::pick_move(bool soft, data::Rng& rng, const std::array<Color, kMaxPoints>* restricted) const {
   const Node& root = nodes_[0];
   if (soft) {
     // Points only, as minigo's SoftPickMove, so that sampling never passes early in the game.
@@ -245,13 +246,11 @@ Move SearchTree::pick_move(bool soft, data::Rng& rng, bool restrict_pass_alive) 
       if (weight > 0 && (target -= weight) < 0) return static_cast<Move>(e);
     }
   }
-  std::array<Color, kMaxPoints> out_of_bounds{};
-  if (restrict_pass_alive) out_of_bounds = game_->position().pass_alive_regions();
   int best = points_;
   int best_visits = -1;
   float best_prior = -1;
   for (int e = 0; e <= points_; ++e) {
-    if (priors_[root.edges + e] < 0 || (e < points_ && out_of_bounds[e] != kEmpty)) continue;
+    if (priors_[root.edges + e] < 0 || (restricted && e < points_ && (*restricted)[e] != kEmpty)) continue;
     const int visits = child_visits(static_cast<Move>(e));
     if (visits > best_visits || (visits == best_visits && priors_[root.edges + e] > best_prior)) {
       best = e;
@@ -265,7 +264,7 @@ Move SearchTree::pick_move(bool soft, data::Rng& rng, bool restrict_pass_alive) 
 // Target pruning as minigo's ReshapeFinalVisits: visits a child got only through exploration (more than
 // it needs for its action score to stay below the best child's) are taken away, and a child left with
 // one visit or none records none.
-void SearchTree::visit_distribution(float* pi, bool restrict_pass_alive) const {
+void SearchTree::visit_distribution(float* pi, const std::array<Color, kMaxPoints>* restricted) const {
   const Node& root = nodes_[0];
   std::vector<double>& counts = per_move_;
   counts.assign(static_cast<size_t>(points_ + 1), 0.0);
@@ -288,11 +287,10 @@ void SearchTree::visit_distribution(float* pi, bool restrict_pass_alive) const {
       counts[e] = std::min(counts[e], std::max(0.0, needed));
       if (counts[e] <= 1) counts[e] = 0;
     }
-    if (restrict_pass_alive) {
-      const std::array<Color, kMaxPoints> regions = game_->position().pass_alive_regions();
+    if (restricted) {
       bool any = false;
       for (int e = 0; e <= points_; ++e) {
-        if (e < points_ && regions[e] != kEmpty) counts[e] = 0;
+        if (e < points_ && (*restricted)[e] != kEmpty) counts[e] = 0;
         any = any || counts[e] > 0;
       }
       if (!any) counts[points_] = 1;
@@ -490,18 +488,20 @@ class GameDriver {
     // Self-play keeps out of pass-alive regions once the opponent has passed often enough in a row
     // (minigo's concurrent_selfplay.cc; its evaluation games do not).
     const int opponent_passes = slot.consecutive_passes[mover == kBlack ? 1 : 0];
-    const bool restrict_pass_alive = mode_ == Mode::kSelfPlay && opponent_passes >= options_.restrict_pass_alive_play_threshold;
+    std::optional<std::array<Color, kMaxPoints>> restricted;
+    if (mode_ == Mode::kSelfPlay && opponent_passes >= options_.restrict_pass_alive_play_threshold)
+      restricted = position.pass_alive_regions();  // once, for the recorded target and the pick
     if (slot.record && examples_) {
       const size_t at = slot.examples.features.size();
       slot.examples.features.resize(at + static_cast<size_t>(feature_size_));
       position.features(slot.examples.features.data() + at);
       const size_t pi_at = slot.examples.policies.size();
       slot.examples.policies.resize(pi_at + static_cast<size_t>(points_ + 1));
-      tree.visit_distribution(slot.examples.policies.data() + pi_at, restrict_pass_alive);
+      tree.visit_distribution(slot.examples.policies.data() + pi_at, restricted ? &*restricted : nullptr);
       slot.movers.push_back(mover);
     }
     const bool soft = static_cast<int>(slot.game.moves().size()) < options_.soft_pick_moves;
-    const Move move = tree.pick_move(soft, slot.rng, restrict_pass_alive);
+    const Move move = tree.pick_move(soft, slot.rng, restricted ? &*restricted : nullptr);
     int& passes = slot.consecutive_passes[mover == kBlack ? 0 : 1];
     if (passes < options_.restrict_pass_alive_play_threshold) passes = move == position.pass() ? passes + 1 : 0;
     slot.game.play(move);

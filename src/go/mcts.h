@@ -66,14 +66,14 @@ class SearchTree {
   // Mean value at the root from Black's side.
   double root_value() const;
   // The move after the search: when `soft`, a point sampled with probability proportional to visits^0.98
-  // (a pass only when no point has a visit), else the most visited (legal) move, outside the pass-alive
-  // regions of either colour when `restrict_pass_alive` (a pass when nothing else is left), as minigo's
-  // GetMostVisitedMove.
-  Move pick_move(bool soft, data::Rng& rng, bool restrict_pass_alive = false) const;
+  // (a pass only when no point has a visit), else the most visited (legal) move, outside `restricted` (the
+  // root position's pass_alive_regions(), when play is kept out of them; a pass when nothing else is left), as
+  // minigo's GetMostVisitedMove.
+  Move pick_move(bool soft, data::Rng& rng, const std::array<Color, kMaxPoints>* restricted = nullptr) const;
   // The recorded policy target: visit counts (pruned when target_pruning is on), normalized. With pruning and
-  // `restrict_pass_alive`, the points of pass-alive regions record no visits, and a pass records one when
-  // nothing else is left, as minigo's ReshapeFinalVisits.
-  void visit_distribution(float* pi, bool restrict_pass_alive = false) const;
+  // `restricted` regions, their points record no visits, and a pass records one when nothing else is left, as
+  // minigo's ReshapeFinalVisits.
+  void visit_distribution(float* pi, const std::array<Color, kMaxPoints>* restricted = nullptr) const;
   int child_visits(Move move) const;
 
   int feature_size() const { return Position::kPlanes * points_; }

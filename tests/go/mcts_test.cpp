@@ -104,13 +104,13 @@ TEST(GoMcts, RestrictedPicksAndTargetsStayOutOfPassAliveRegions) {
   data::Rng rng(5);
   run_search(tree, game, eye_filler, 64, options.virtual_losses, rng);
   ASSERT_EQ(tree.pick_move(false, rng), point(0, 0, 5));
-  const Move restricted = tree.pick_move(false, rng, true);
+  const Move restricted = tree.pick_move(false, rng, &regions);
   ASSERT_NE(restricted, game.position().pass());
   EXPECT_EQ(regions[restricted], kEmpty) << "picked " << restricted;
   std::vector<float> pi(26);
-  tree.visit_distribution(pi.data(), false);
+  tree.visit_distribution(pi.data());
   EXPECT_GT(pi[point(0, 0, 5)], 0);
-  tree.visit_distribution(pi.data(), true);
+  tree.visit_distribution(pi.data(), &regions);
   for (int p = 0; p < 25; ++p)
     if (regions[p] != kEmpty) EXPECT_EQ(pi[p], 0) << "point " << p;
   EXPECT_NEAR(std::accumulate(pi.begin(), pi.end(), 0.0), 1.0, 1e-6);
