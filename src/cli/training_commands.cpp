@@ -185,7 +185,10 @@ struct WorkloadFlags {
 // 5012.3 samples/s -> results/box/resnet/result_0.txt", then where the timed region went and what other
 // processes took of its CPUs (with a warning on stderr past 10%).
 void print_run_summary(int run, const RunOptions& options, const RunOutcome& outcome) {
-  std::string result = outcome.converged ? "reached the target" : "did NOT reach the target";
+  // An interrupted run did not fail to converge: it was stopped, and its summary says so.
+  std::string result = outcome.interrupted_by ? "was aborted by signal " + std::to_string(outcome.interrupted_by) + " before reaching the target"
+                       : outcome.converged    ? "reached the target"
+                                              : "did NOT reach the target";
   result += " (" + outcome.target.text() + ")";
   std::string progress;
   if (!outcome.last_metric.parts().empty())

@@ -1,6 +1,7 @@
 // The trainbench binary as a user meets it: help, clear errors with exit code 2, and an interrupted run
 // that ends its log with run_stop "aborted" and exits non-zero.
 #include <csignal>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -342,6 +343,8 @@ TEST_F(CliTest, SigtermAbortsTheRunWithACompleteLog) {
   const pid_t child = ::fork();
   if (child == 0) {
     const std::string data = (dir_ / "data").string(), out = (dir_ / "results").string();
+    const int summary = ::open((dir_ / "stdout.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (summary < 0 || ::dup2(summary, STDOUT_FILENO) < 0) ::_exit(126);
     ::execl(TRAINBENCH_BINARY, TRAINBENCH_BINARY, "run", "resnet", "--quiet", "--threads", "1", "--seed", "5", "--data",
             data.c_str(), "--out", out.c_str(), "--system", "box", static_cast<char*>(nullptr));
     ::_exit(127);
@@ -363,6 +366,10 @@ TEST_F(CliTest, SigtermAbortsTheRunWithACompleteLog) {
   const auto last_line = log.substr(log.rfind(":::MLLOG", log.size() - 2));
   EXPECT_NE(last_line.find("\"key\": \"run_stop\""), std::string::npos) << last_line;
   EXPECT_NE(last_line.find("\"status\": \"aborted\", \"error\": \"interrupted by signal 15\""), std::string::npos) << last_line;
+  // The summary line tells an interrupted run from one that did not converge.
+  const std::string summary = trainbench::read_file((dir_ / "stdout.txt").string());
+  EXPECT_NE(summary.find("run 0 (seed 5): was aborted by signal 15 before reaching the target"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("did NOT reach"), std::string::npos) << summary;
 }
 
 }  // namespace
