@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "speech/transducer.h"
 #include "util/error.h"
@@ -158,39 +159,13 @@ StateDict official_state(const Rnnt& model) {
 
 namespace {
 
-// The lattice's exact gradients for log P(blank) and log P(next token) of one batch, from its per-cell
-// log-probabilities; the losses per utterance.
-struct LatticeResult {
-  torch::Tensor losses, grad_blank, grad_label;  // (B) double; (B, T, U + 1) and (B, T, U) float, CPU
-};
-
-LatticeResult run_lattice(const torch::Tensor& log_blank, const torch::Tensor& log_label, const torch::Tensor& frame_counts,
-                          const torch::Tensor& token_counts) {
-  const torch::Tensor blank = log_blank.to(torch::kCPU, torch::kFloat).contiguous();
-  const torch::Tensor label = log_label.to(torch::kCPU, torch::kFloat).contiguous();
-  const torch::Tensor frames = frame_counts.to(torch::kCPU, torch::kLong).contiguous();
-  const torch::Tensor counts = token_counts.to(torch::kCPU, torch::kLong).contiguous();
-  const int64_t batch = blank.size(0), T = blank.size(1), width = blank.size(2), U = label.size(2);
-  LatticeResult result{torch::empty({batch}, torch::kDouble), torch::zeros_like(blank), torch::zeros_like(label)};
-  double* loss = result.losses.data_ptr<double>();
-  at::parallel_for(0, batch, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
-      const speech::LatticeView lattice{frames.data_ptr<int64_t>()[b], counts.data_ptr<int64_t>()[b],
-                                        blank.data_ptr<float>() + b * T * width, width, label.data_ptr<float>() + b * T * U, U};
-      loss[b] = speech::rnnt_negative_log_likelihood(lattice, result.grad_blank.data_ptr<float>() + b * T * width,
-                                                     result.grad_label.data_ptr<float>() + b * T * U);
-    }
-  });
-  return result;
-}
-
 // The transducer loss with its log-softmax fused in: packed logits (N, V) in, the loss per utterance out.
 // Forward keeps only log-sum-exp per cell (N); backward writes d loss / d logits straight into one tensor of
 // the logits' shape: softmax x -(g_blank + g_label) per cell, plus g_blank at the blank and g_label at the
 // next token. So no second (N, V) tensor lives next to the logits (a separate log_softmax keeps its output,
 // and select and gather each backpropagate a zero-filled one), and nothing of that size leaves the logits'
-// device: only the lattice's (B, T, U + 1) inputs go to the CPU. Utterances are taken one at a time, so
-// temporaries are (T_b (U_b + 1), V).
+// device: the lattice runs beside them (on a GPU only the (B) losses reach the host). Utterances are taken
+// one at a time, so temporaries are (T_b (U_b + 1), V).
 torch::ScalarType compute_type(const torch::Tensor& logits) {
   return logits.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
 }
@@ -215,7 +190,9 @@ class TransducerLossFunction : public torch::autograd::Function<TransducerLossFu
     const torch::Tensor dense_blank = torch::zeros({batch * T * (U + 1)}, float_options).index_copy_(0, cells.lattice_index, log_blank);
     const torch::Tensor dense_label =
         torch::zeros({batch * T * U}, float_options).index_copy_(0, cells.label_index, log_next.index_select(0, cells.label_cells));
-    LatticeResult lattice = run_lattice(dense_blank.view({batch, T, U + 1}), dense_label.view({batch, T, U}), frame_counts, token_counts);
+    const auto run_lattice = logits.is_cpu() ? lattice_on_host : lattice_on_device;
+    const LatticeGradients lattice =
+        run_lattice(dense_blank.view({batch, T, U + 1}), dense_label.view({batch, T, U}), frame_counts, token_counts);
     const torch::Tensor grad_blank = lattice.grad_blank.to(logits.device(), compute_type(logits)).view(-1).index_select(0, cells.lattice_index);
     const torch::Tensor grad_next = torch::zeros({cells.count()}, float_options)
                                         .index_copy_(0, cells.label_cells,
@@ -253,6 +230,101 @@ class TransducerLossFunction : public torch::autograd::Function<TransducerLossFu
 };
 
 }  // namespace
+
+LatticeGradients lattice_on_host(const torch::Tensor& log_blank, const torch::Tensor& log_label,
+                                 const torch::Tensor& frame_counts, const torch::Tensor& token_counts) {
+  const torch::Tensor blank = log_blank.to(torch::kCPU, torch::kFloat).contiguous();
+  const torch::Tensor label = log_label.to(torch::kCPU, torch::kFloat).contiguous();
+  const torch::Tensor frames = frame_counts.to(torch::kCPU, torch::kLong).contiguous();
+  const torch::Tensor counts = token_counts.to(torch::kCPU, torch::kLong).contiguous();
+  const int64_t batch = blank.size(0), T = blank.size(1), width = blank.size(2), U = label.size(2);
+  LatticeGradients result{torch::empty({batch}, torch::kDouble), torch::zeros_like(blank), torch::zeros_like(label)};
+  double* loss = result.losses.data_ptr<double>();
+  at::parallel_for(0, batch, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const speech::LatticeView lattice{frames.data_ptr<int64_t>()[b], counts.data_ptr<int64_t>()[b],
+                                        blank.data_ptr<float>() + b * T * width, width, label.data_ptr<float>() + b * T * U, U};
+      loss[b] = speech::rnnt_negative_log_likelihood(lattice, result.grad_blank.data_ptr<float>() + b * T * width,
+                                                     result.grad_label.data_ptr<float>() + b * T * U);
+    }
+  });
+  return result;
+}
+
+// Node (t, u) of a (B, T, U + 1) grid sits at row d = t + u, column t of its skewed (B, T + U, T) form, so
+// both predecessors of a node, (t - 1, u) and (t, u - 1), are on row d - 1 (columns t - 1 and t) and each
+// row follows from the one before by elementwise operations.
+LatticeGradients lattice_on_device(const torch::Tensor& log_blank, const torch::Tensor& log_label,
+                                   const torch::Tensor& frame_counts, const torch::Tensor& token_counts) {
+  torch::NoGradGuard no_grad;
+  const auto options = log_blank.options().dtype(torch::kDouble);
+  const auto index_options = options.dtype(torch::kLong);
+  const int64_t batch = log_blank.size(0), T = log_blank.size(1), U = log_label.size(2), rows = T + U;
+  const double impossible = -std::numeric_limits<double>::infinity();
+  const torch::Tensor frames = frame_counts.to(index_options).view({batch, 1, 1});
+  const torch::Tensor counts = token_counts.to(index_options).view({batch, 1, 1});
+  const torch::Tensor t = torch::arange(T, index_options).view({1, T, 1});
+  const torch::Tensor u = torch::arange(U + 1, index_options).view({1, 1, U + 1});
+  // log 0 for every transition that leaves an utterance's lattice: blank beyond its last frame or token,
+  // a label at or beyond its last token.
+  const torch::Tensor in_frames = t < frames;
+  const torch::Tensor blank = log_blank.to(torch::kDouble).masked_fill(~(in_frames & (u <= counts)), impossible);
+  torch::Tensor label = torch::full({batch, T, U + 1}, impossible, options);
+  label.narrow(2, 0, U).copy_(log_label.to(torch::kDouble));
+  label.masked_fill_(~(in_frames & (u < counts)), impossible);
+  // Skewing: row d, column t holds node (t, d - t); columns with d - t outside 0..U hold log 0.
+  const torch::Tensor d = torch::arange(rows, index_options).view({rows, 1});
+  const torch::Tensor columns = torch::arange(T, index_options).view({1, T});
+  const torch::Tensor skew_u = d - columns;                       // (rows, T)
+  const torch::Tensor on_grid = (skew_u >= 0) & (skew_u <= U);
+  const torch::Tensor flat_index = (columns * (U + 1) + skew_u.clamp(0, U)).view(-1);  // into T x (U + 1)
+  const auto skew = [&](const torch::Tensor& grid) {
+    return grid.reshape({batch, T * (U + 1)}).index_select(1, flat_index).view({batch, rows, T}).masked_fill(~on_grid, impossible);
+  };
+  const torch::Tensor blank_skewed = skew(blank), label_skewed = skew(label);
+  const auto shifted_right = [&](const torch::Tensor& row) {  // row[t - 1] at t, log 0 at t = 0
+    torch::Tensor out = torch::full_like(row, impossible);
+    out.narrow(1, 1, T - 1).copy_(row.narrow(1, 0, T - 1));
+    return out;
+  };
+  // Forward variables: alpha(0, 0) = 0; alpha(t, u) = logaddexp(alpha(t-1, u) + blank(t-1, u),
+  // alpha(t, u-1) + label(t, u-1)).
+  torch::Tensor alpha = torch::full({batch, rows, T}, impossible, options);
+  alpha.select(1, 0).select(1, 0).fill_(0);
+  for (int64_t row = 1; row < rows; ++row) {
+    const torch::Tensor before = alpha.select(1, row - 1);
+    alpha.select(1, row).copy_(torch::logaddexp(shifted_right(before + blank_skewed.select(1, row - 1)),
+                                                before + label_skewed.select(1, row - 1)));
+  }
+  // Backward variables, with the target of an utterance's final blank, (T_b, U_b) one frame past its end, as
+  // a node of log value 0: beta(t, u) = logaddexp(beta(t+1, u) + blank(t, u), beta(t, u+1) + label(t, u)).
+  // One column more than alpha, for that node when T_b = T.
+  torch::Tensor beta = torch::full({batch, rows + 1, T + 1}, impossible, options);
+  const torch::Tensor utterances = torch::arange(batch, index_options);
+  const torch::Tensor last_frames = frame_counts.to(index_options), last_tokens = token_counts.to(index_options);
+  beta.index_put_({utterances, last_frames + last_tokens, last_frames}, 0.0);
+  for (int64_t row = rows - 1; row >= 0; --row) {
+    const torch::Tensor next = beta.select(1, row + 1);  // column c: node (c, row + 1 - c)
+    // From (t, u) on this row, blank leads to column t + 1 of the next row and a label to column t.
+    torch::Tensor current = beta.select(1, row).narrow(1, 0, T);
+    // logaddexp with what the row holds keeps a terminal node placed on it.
+    current.copy_(torch::logaddexp(torch::logaddexp(next.narrow(1, 1, T) + blank_skewed.select(1, row),
+                                                    next.narrow(1, 0, T) + label_skewed.select(1, row)),
+                                   current));
+  }
+  const torch::Tensor log_likelihood = beta.select(1, 0).select(1, 0);  // beta(0, 0), (B)
+  // d(-log P)/d blank(t, u) = -P(paths through that transition) / P, and the same for a label.
+  const torch::Tensor after = beta.narrow(1, 1, rows);  // row d + 1 for each row d
+  const torch::Tensor log_p = log_likelihood.view({batch, 1, 1});
+  const torch::Tensor grad_blank_skewed = (alpha + blank_skewed + after.narrow(2, 1, T) - log_p).exp_().neg_();
+  const torch::Tensor grad_label_skewed = (alpha + label_skewed + after.narrow(2, 0, T) - log_p).exp_().neg_();
+  // Back to (B, T, U + 1): node (t, u) is row t + u, column t.
+  const torch::Tensor unskew_index = ((t + u) * T + t).view(-1);
+  const auto unskew = [&](const torch::Tensor& skewed) {
+    return skewed.reshape({batch, rows * T}).index_select(1, unskew_index).view({batch, T, U + 1});
+  };
+  return {log_likelihood.neg(), unskew(grad_blank_skewed), unskew(grad_label_skewed).narrow(2, 0, U).contiguous()};
+}
 
 torch::Tensor packed_rnnt_loss(const torch::Tensor& logits, const LatticeCells& cells, const torch::Tensor& frame_counts,
                                const torch::Tensor& token_counts, int64_t blank) {

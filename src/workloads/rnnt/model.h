@@ -109,11 +109,28 @@ TORCH_MODULE(Rnnt);
 // (joint_net.2.*); joint_enc and joint_pred keep their names.
 StateDict official_state(const Rnnt& model);
 
+// A batch's transducer lattices: -log P per utterance (B), and its exact gradients with respect to log
+// P(blank) at each node (B, T, U + 1) and log P(next token) (B, T, U); entries outside an utterance's T_b x
+// (U_b + 1) are 0.
+struct LatticeGradients {
+  torch::Tensor losses, grad_blank, grad_label;
+};
+// On the CPU, utterance by utterance in double (speech/transducer.h), the utterances in parallel; results on
+// the CPU.
+LatticeGradients lattice_on_host(const torch::Tensor& log_blank, const torch::Tensor& log_label,
+                                 const torch::Tensor& frame_counts, const torch::Tensor& token_counts);
+// On the inputs' device, in double, as tensor operations: the forward and backward variables over the
+// lattice's anti-diagonals (t + u = d), every utterance of the batch at once, one row of operations per
+// diagonal, with nodes outside an utterance held at log 0. What a GPU step uses, so that only (B) losses
+// cross to the host; on the CPU the host form is faster and both are tested equal.
+LatticeGradients lattice_on_device(const torch::Tensor& log_blank, const torch::Tensor& log_label,
+                                   const torch::Tensor& frame_counts, const torch::Tensor& token_counts);
+
 // The RNN-T loss (warp-transducer's RNNTLoss with log-softmax applied inside), per utterance: -log P(tokens |
 // features) over every alignment, from the packed logits (N, vocab + 1) of `cells`. The log-softmax is fused
 // in: its backward writes the logits' gradient directly, so the step holds no second tensor of the logits'
-// size. The lattice runs on the CPU (speech/transducer.h) with exact gradients, on (batch, T, U + 1) inputs;
-// the logits stay where they are.
+// size. The lattice runs where the logits are (lattice_on_host for CPU logits, lattice_on_device otherwise)
+// with exact gradients, on (batch, T, U + 1) inputs.
 torch::Tensor packed_rnnt_loss(const torch::Tensor& logits, const LatticeCells& cells, const torch::Tensor& frame_counts,
                                const torch::Tensor& token_counts, int64_t blank);
 

@@ -109,6 +109,31 @@ RnntOptions small_options() {
 }
 
 // Issue 32: stack_time_factor=0 was SIGFPE at the first batch.
+// The lattice a GPU step runs (tensor operations over anti-diagonals, every utterance at once) gives the
+// host lattice's losses and gradients, for utterances of mixed lengths padded into one grid (one of a single
+// frame, one without tokens), and zeros outside each utterance.
+TEST(RnntLoss, TheDeviceLatticeEqualsTheHostLattice) {
+  torch::manual_seed(5);
+  const torch::Tensor frames = torch::tensor({6, 3, 1, 6}, torch::kLong), tokens = torch::tensor({3, 0, 2, 4}, torch::kLong);
+  const int64_t T = 6, U = 4;
+  const torch::Tensor log_blank = -3 * torch::rand({4, T, U + 1});
+  const torch::Tensor log_label = -3 * torch::rand({4, T, U});
+  const LatticeGradients host = lattice_on_host(log_blank, log_label, frames, tokens);
+  const LatticeGradients device = lattice_on_device(log_blank, log_label, frames, tokens);
+  EXPECT_TRUE(torch::allclose(device.losses, host.losses, 1e-9, 1e-9)) << device.losses << host.losses;
+  EXPECT_TRUE(torch::allclose(device.grad_blank.to(torch::kFloat), host.grad_blank, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(device.grad_label.to(torch::kFloat), host.grad_label, 1e-5, 1e-6));
+  EXPECT_EQ(device.grad_blank.sizes(), host.grad_blank.sizes());
+  EXPECT_EQ(device.grad_label.sizes(), host.grad_label.sizes());
+  // Each path takes T_b blanks: the blank gradients of an utterance add up to -T_b, its labels' to -U_b.
+  for (int64_t b = 0; b < 4; ++b) {
+    EXPECT_NEAR(device.grad_blank[b].sum().item<double>(), -frames[b].item<double>(), 1e-9) << "utterance " << b;
+    EXPECT_NEAR(device.grad_label[b].sum().item<double>(), -tokens[b].item<double>(), 1e-9) << "utterance " << b;
+  }
+  EXPECT_EQ(device.grad_blank[1].narrow(0, 3, T - 3).abs().sum().item<double>(), 0.0) << "frames past the utterance";
+  EXPECT_EQ(device.grad_blank[1].narrow(1, 1, U).abs().sum().item<double>(), 0.0) << "tokens past the utterance";
+}
+
 TEST(RnntModel, RefusesAStackTimeFactorBelowOne) {
   EXPECT_EQ(testing::error_message([] { Rnnt(small_options().stack_time_factor(0)); }),
             "stack_time_factor: expected at least 1, got 0");
