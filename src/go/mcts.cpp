@@ -321,11 +321,11 @@ enum class Mode { kSelfPlay, kMatch };
 
 struct Slot {
   // One tree per model: in a match each player searches (and keeps) its own tree, as two minigo players do.
-  Slot(int size, const MctsOptions& options, uint64_t seed, int models)
-      : game(size), trees(static_cast<size_t>(models), SearchTree(size, options)), rng(seed) {}
+  Slot(int size, const MctsOptions& options, int models)
+      : game(size), trees(static_cast<size_t>(models), SearchTree(size, options)) {}
   Game game;
   std::vector<SearchTree> trees;
-  data::Rng rng;
+  data::Rng rng{0};  // the current game's, seeded from its index when it starts
   bool active = false;
   int game_index = 0;
   int black_model = 0, white_model = 0;
@@ -340,9 +340,9 @@ struct Slot {
 
 class GameDriver {
  public:
-  // Plays games [first_game, end_game) (their indices decide the colours of a match).
-  GameDriver(const PlayOptions& options, Mode mode, int first_game, int end_game, uint64_t seed,
-             const BatchEvaluator& evaluate, ExampleSet* examples, PlayStats* stats)
+  // Plays games [first_game, end_game) (their indices decide the colours of a match and seed their randomness).
+  GameDriver(const PlayOptions& options, Mode mode, int first_game, int end_game, const BatchEvaluator& evaluate,
+             ExampleSet* examples, PlayStats* stats)
       : options_(options), mode_(mode), games_(end_game), evaluate_(evaluate), examples_(examples), stats_(stats),
         next_game_(first_game) {
     const int games = end_game - first_game;
@@ -350,9 +350,8 @@ class GameDriver {
     if (options.mcts.virtual_losses < 1) fail("virtual_losses", "must be at least 1");
     if (options.mcts.readouts < 1) fail("readouts", "must be at least 1");
     const int concurrent = std::max(1, std::min(options.concurrent_games, games));
-    data::Rng seeds(seed);
     slots_.reserve(static_cast<size_t>(concurrent));  // the trees point at their slot's game: no reallocation
-    for (int i = 0; i < concurrent; ++i) slots_.emplace_back(options.size, options.mcts, seeds.next_u64(), mode == Mode::kMatch ? 2 : 1);
+    for (int i = 0; i < concurrent; ++i) slots_.emplace_back(options.size, options.mcts, mode == Mode::kMatch ? 2 : 1);
     points_ = options.size * options.size;
     feature_size_ = Position::kPlanes * points_;
     if (examples_) examples_->size = options.size;
@@ -402,6 +401,11 @@ class GameDriver {
         }
       }
     }
+    // Game order: the games of a driver end in an order that depends on their lengths.
+    std::sort(records_.begin(), records_.end(), [](const GameRecord& a, const GameRecord& b) { return a.index < b.index; });
+    std::sort(game_examples_.begin(), game_examples_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (examples_)
+      for (const auto& [index, examples] : game_examples_) examples_->append(examples);
     return std::move(records_);
   }
 
@@ -435,6 +439,7 @@ class GameDriver {
     }
     slot.active = true;
     slot.game_index = next_game_++;
+    slot.rng = data::Rng(data::mix_seed(options_.seed, static_cast<uint64_t>(slot.game_index)));
     slot.game = Game(options_.size, options_.komi);
     for (SearchTree& tree : slot.trees) tree.max_game_length = options_.max_game_length > 0 ? options_.max_game_length : 2 * points_;
     slot.examples.features.clear();
@@ -523,13 +528,13 @@ class GameDriver {
   }
 
   void end_game(Slot& slot, Color winner, bool resigned, double score) {
-    GameRecord record{slot.game, score, winner, resigned, slot.black_model, slot.white_model};
+    GameRecord record{slot.game_index, slot.game, score, winner, resigned, slot.black_model, slot.white_model};
     records_.push_back(std::move(record));
     if (examples_ && !slot.movers.empty()) {
       const float outcome = winner == kBlack ? 1.0f : winner == kWhite ? -1.0f : 0.0f;
       slot.examples.outcomes.assign(slot.movers.size(), outcome);
       slot.examples.size = options_.size;
-      examples_->append(slot.examples);
+      game_examples_.emplace_back(slot.game_index, slot.examples);
     }
     start_game(slot);
   }
@@ -542,13 +547,15 @@ class GameDriver {
   PlayStats* stats_;
   std::vector<Slot> slots_;
   std::vector<GameRecord> records_;
+  std::vector<std::pair<int, ExampleSet>> game_examples_;  // (game index, its recorded moves)
   int next_game_;
   int points_ = 0, feature_size_ = 0;
 };
 
 // Splits the games over options.worker_threads drivers, each on its own thread with its own share of the
-// concurrent games, and joins their records, examples and counts in thread order (so a seed and a thread
-// count give the same result). An exception on a worker (e.g. an interrupted run) is rethrown here.
+// concurrent games and a contiguous range of the game indices, and joins their records, examples and
+// counts in thread order, which is game order. An exception on a worker (e.g. an interrupted run) is
+// rethrown here.
 std::vector<GameRecord> play_games(const PlayOptions& options, Mode mode, int games, const BatchEvaluator& evaluate,
                                    ExampleSet* examples, PlayStats* stats) {
   const int workers = std::max(1, std::min(options.worker_threads, games));
@@ -561,9 +568,9 @@ std::vector<GameRecord> play_games(const PlayOptions& options, Mode mode, int ga
   const auto work = [&](int worker) {
     try {
       if (workers > 1 && options.worker_setup) options.worker_setup();
-      const int first = games * worker / workers, end = games * (worker + 1) / workers;
-      GameDriver driver(share, mode, first, end, data::mix_seed(options.seed, static_cast<uint64_t>(worker)), evaluate,
-                        examples ? &example_sets[worker] : nullptr, &counts[worker]);
+      const int first = options.first_game + games * worker / workers;
+      const int end = options.first_game + games * (worker + 1) / workers;
+      GameDriver driver(share, mode, first, end, evaluate, examples ? &example_sets[worker] : nullptr, &counts[worker]);
       records[worker] = driver.run();
     } catch (...) {
       errors[worker] = std::current_exception();

@@ -126,6 +126,7 @@ struct ExampleSet {
 };
 
 struct GameRecord {
+  int index = 0;  // the game's number in its generation (or match), PlayOptions::first_game onwards
   Game game;
   double score = 0;  // Black minus White minus komi at the end (0 when the game ended by resignation)
   Color winner = kEmpty;
@@ -151,6 +152,11 @@ struct PlayOptions {
   bool resign = true;
   int max_game_length = 0;  // 0: 2 * size * size
   uint64_t seed = 1;
+  // The games played are [first_game, first_game + games) of a generation or match. Each game draws its
+  // randomness (noise, picks, resignation, fast moves, leaf ties) from (seed, its index) and a match's colours
+  // follow the index, so how a generation is split over threads or ranks does not change its games, for an
+  // evaluator whose values do not depend on which positions share its batch.
+  int first_game = 0;
   // Games are split over this many threads, each a driver with its share of the concurrent games calling
   // the evaluator (which must then be thread-safe); with more than one, worker_setup runs first on each
   // (e.g. one compute thread per network call, so the workers, not the network's intra-op threads, use the
@@ -170,7 +176,8 @@ struct PlayStats {
 
 // Self-play: `games` games of model 0 against itself, `concurrent_games` at a time (over worker_threads
 // drivers), each tree selecting virtual_losses leaves per round, every round of a driver one network call.
-// Full moves are recorded as examples.
+// Full moves are recorded as examples. Records and examples come in game order, whatever order the games
+// ended in.
 std::vector<GameRecord> self_play(const PlayOptions& options, int games, const BatchEvaluator& evaluate,
                                   ExampleSet* examples, PlayStats* stats);
 // A match: model 0 against model 1, Black alternating by game (model 0 is Black in even games), no noise,

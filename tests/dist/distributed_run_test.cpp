@@ -117,6 +117,34 @@ TEST_F(DistributedRunTest, TwoRanksFollowTheOneRankLossTrajectory) {
   EXPECT_FALSE(fs::exists(dir_ / "results/two/resnet/result_1.txt"));  // only rank 0 writes a log
 }
 
+// MiniGo over two ranks (tiny preset, its target built in init): each rank plays half of every generation's
+// games and the examples are gathered, so the generations play as many games as one rank's, generation 1
+// trains on the same bootstrap window (its loss differs only by each rank's batch-norm half batches), and
+// the log passes review.
+TEST_F(DistributedRunTest, TwoMinigoRanksShareSelfPlayAndTrainOnOneRanksWindow) {
+  const auto minigo_flags = [&](const std::string& system) {
+    return "run minigo --preset tiny --quiet --threads 1 --seed 3 --out " + (dir_ / "results").string() + " --system " +
+           system + " --set max_generations=2";
+  };
+  const Result one = run(minigo_flags("one"));
+  ASSERT_THAT(one.exit_code, ::testing::AnyOf(0, 1)) << one.output;
+  const Result two = run("launch --nproc 2 -- " + minigo_flags("two"));
+  ASSERT_THAT(two.exit_code, ::testing::AnyOf(0, 1)) << two.output;
+  const auto log_one = trainbench::read_file((dir_ / "results/one/minigo/result_0.txt").string());
+  const auto log_two = trainbench::read_file((dir_ / "results/two/minigo/result_0.txt").string());
+  EXPECT_EQ(logged_values(log_two, "trainbench_ranks"), std::vector<double>{2});
+  EXPECT_EQ(logged_values(log_two, "actual_selfplay_games_per_generation"),
+            logged_values(log_one, "actual_selfplay_games_per_generation"));
+  EXPECT_EQ(logged_values(log_two, "trainbench_selfplay_games_per_second").size(), 1u) << "generation 2's self-play";
+  const auto loss_one = logged_values(log_one, "trainbench_train_loss"), loss_two = logged_values(log_two, "trainbench_train_loss");
+  ASSERT_EQ(loss_one.size(), 2u);
+  ASSERT_EQ(loss_two.size(), 2u);
+  EXPECT_NEAR(loss_two[0], loss_one[0], 0.05 * loss_one[0]) << "generation 1 trains on the bootstrap window";
+  const Result review = run("review --log " + (dir_ / "results/two/minigo/result_0.txt").string());
+  EXPECT_EQ(review.exit_code, 0) << review.output;
+  EXPECT_NE(review.output.find("compliant"), std::string::npos) << review.output;
+}
+
 // Starts a 2-rank run in the background and returns the launcher's pid and rank 1's pid once rank 0's log
 // shows training under way.
 struct Background {

@@ -52,5 +52,22 @@ TEST(GoExampleFile, ReadsBackWhatWasWrittenAndRefusesOtherFiles) {
   EXPECT_NE(error_message([&] { read_example_file(path.string(), 2); }).find("cannot be opened"), std::string::npos);
 }
 
+// Ranks exchange a generation's examples as these bytes: parsed back they are the same examples, and bytes
+// cut short in transit are refused naming where they came from.
+TEST(GoExampleFile, SerializedExamplesParseBackAndShortBytesAreRefusedByOrigin) {
+  const ExampleFile written = two_examples();
+  const std::vector<uint8_t> bytes = serialize_examples(written);
+  const ExampleFile parsed = parse_examples(bytes.data(), bytes.size(), 2, "rank 1's examples");
+  EXPECT_EQ(parsed.games, 3);
+  EXPECT_EQ(parsed.examples.features, written.examples.features);
+  EXPECT_EQ(parsed.examples.policies, written.examples.policies);
+  EXPECT_EQ(parsed.examples.outcomes, written.examples.outcomes);
+  const std::string cut = error_message([&] { parse_examples(bytes.data(), bytes.size() - 1, 2, "rank 1's examples"); });
+  EXPECT_NE(cut.find("rank 1's examples"), std::string::npos) << cut;
+  EXPECT_NE(cut.find("cut short in its outcomes"), std::string::npos) << cut;
+  EXPECT_NE(error_message([&] { parse_examples(bytes.data(), 10, 2, "rank 1's examples"); }).find("is not a trainbench MiniGo example file"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace trainbench::go

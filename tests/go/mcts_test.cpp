@@ -271,24 +271,32 @@ TEST(GoMcts, PassesAreSoftPickedNeverAndReadOnlyWhenAllowed) {
   }
 }
 
-TEST(GoMcts, SelfPlayBatchesManyGamesAndRecordsConsistentExamples) {
+// Self-play on 5x5 with noise, fast moves and soft-picked openings: what the driver tests share.
+PlayOptions small_self_play(int concurrent_games, int readouts, int fast_readouts, double fast_move_probability,
+                            uint64_t seed) {
   PlayOptions options;
   options.size = 5;
   options.komi = 0.5;
-  options.concurrent_games = 6;
-  options.mcts.readouts = 24;
+  options.concurrent_games = concurrent_games;
+  options.mcts.readouts = readouts;
   options.mcts.virtual_losses = 4;
   options.mcts.dirichlet_alpha = 0.5;
-  options.fast_readouts = 8;
-  options.fast_move_probability = 0.5;
+  options.fast_readouts = fast_readouts;
+  options.fast_move_probability = fast_move_probability;
   options.soft_pick_moves = 6;
+  options.seed = seed;
+  return options;
+}
+
+TEST(GoMcts, SelfPlayBatchesManyGamesAndRecordsConsistentExamples) {
+  PlayOptions options = small_self_play(6, 24, 8, 0.5, 3);
   options.resign = false;
-  options.seed = 3;
   ExampleSet examples;
   PlayStats stats;
   const auto records = self_play(options, 8, material_evaluator(5), &examples, &stats);
   ASSERT_EQ(records.size(), 8u);
-  EXPECT_GT(stats.mean_batch(), 12.0) << "several games' leaves in one network call";
+  // One game sends at most virtual_losses (4) leaves per call; more than twice that needs three games or more.
+  EXPECT_GT(stats.mean_batch(), 8.0) << "several games' leaves in one network call";
   int64_t moves = 0;
   for (const auto& record : records) {
     moves += static_cast<int64_t>(record.game.moves().size());
@@ -305,6 +313,43 @@ TEST(GoMcts, SelfPlayBatchesManyGamesAndRecordsConsistentExamples) {
     EXPECT_NEAR(std::accumulate(pi, pi + 26, 0.0), 1.0, 1e-5);
     EXPECT_TRUE(examples.outcomes[i] == 1.0f || examples.outcomes[i] == -1.0f);
   }
+}
+
+// A game's randomness comes from its index (PlayOptions::first_game), so a generation split over threads
+// or over ranks (each playing a range of the indices) plays the same games and records the same examples,
+// in game order, as one driver playing them all.
+TEST(GoMcts, AGenerationsGamesDoNotDependOnHowTheyAreSplit) {
+  const PlayOptions options = small_self_play(4, 16, 4, 0.3, 11);
+  const auto play = [&](int first_game, int games, int threads, ExampleSet* examples) {
+    PlayOptions split = options;
+    split.first_game = first_game;
+    split.worker_threads = threads;
+    return self_play(split, games, material_evaluator(5), examples, nullptr);
+  };
+  ExampleSet whole;
+  const auto one_driver = play(0, 7, 1, &whole);
+  ASSERT_EQ(one_driver.size(), 7u);
+  ExampleSet threaded, first_rank, second_rank;
+  auto two_threads = play(0, 7, 2, &threaded);
+  auto ranks = play(0, 3, 1, &first_rank);
+  const auto rest = play(3, 4, 2, &second_rank);
+  ranks.insert(ranks.end(), rest.begin(), rest.end());
+  first_rank.append(second_rank);
+  for (const std::vector<GameRecord>* split : {&two_threads, &ranks}) {
+    ASSERT_EQ(split->size(), one_driver.size());
+    for (size_t g = 0; g < one_driver.size(); ++g) {
+      EXPECT_EQ((*split)[g].index, static_cast<int>(g));
+      EXPECT_EQ((*split)[g].game.moves(), one_driver[g].game.moves()) << "game " << g;
+      EXPECT_EQ((*split)[g].resigned, one_driver[g].resigned) << "game " << g;
+    }
+  }
+  for (const ExampleSet* examples : {&threaded, &first_rank}) {
+    EXPECT_EQ(examples->features, whole.features);
+    EXPECT_EQ(examples->policies, whole.policies);
+    EXPECT_EQ(examples->outcomes, whole.outcomes);
+  }
+  // Distinct indices play distinct games.
+  EXPECT_NE(one_driver[0].game.moves(), one_driver[1].game.moves());
 }
 
 // Without fast moves every search starts from the subtree of the move played (in a match, each player's

@@ -17,6 +17,8 @@
 #include "data/generators/dataset_directory.h"
 #include "data/random.h"
 #include "dist/communicator.h"
+#include "dist/gather.h"
+#include "dist/gradient_sync.h"
 #include "go/example_file.h"
 #include "go/mcts.h"
 #include "go/random_evaluator.h"
@@ -180,7 +182,8 @@ void require_writable_sgf_dir(const Config& config) {
   if (!writable) fail(where, "is not writable (no file can be created in it)");
 }
 
-// With `sgf_dir` set, games as SGF: <sgf_dir>/<folder>/game-NNNNN.sgf, the players named model0 and model1.
+// With `sgf_dir` set, games as SGF: <sgf_dir>/<folder>/game-NNNNN.sgf (NNNNN the game's index, so ranks that
+// each play a range of a generation's games write disjoint files), the players named model0 and model1.
 void write_games(const Config& config, const std::string& folder, const std::vector<go::GameRecord>& records,
                  const std::string& model0, const std::string& model1) {
   const std::string root = config.string("sgf_dir");
@@ -193,7 +196,7 @@ void write_games(const Config& config, const std::string& folder, const std::vec
   for (size_t i = 0; i < records.size(); ++i) {
     const go::GameRecord& record = records[i];
     const std::string result = record.resigned ? (record.winner == go::kBlack ? "B+R" : "W+R") : go::result_text(record.score);
-    std::snprintf(name, sizeof name, "game-%05zu.sgf", i);
+    std::snprintf(name, sizeof name, "game-%05d.sgf", record.index);
     std::ofstream out(dir / name);
     out << go::write_sgf(go::sgf_of_game(record.game, result, record.black_model == 0 ? model0 : model1,
                                          record.white_model == 0 ? model0 : model1));
@@ -201,41 +204,75 @@ void write_games(const Config& config, const std::string& folder, const std::vec
   }
 }
 
+// Games [first, first + count) of `games` that `rank` of `world` plays: a contiguous range of the indices.
+std::pair<int, int> rank_share(int64_t games, int rank, int world) {
+  const int64_t first = games * rank / world, end = games * (rank + 1) / world;
+  return {static_cast<int>(first), static_cast<int>(end - first)};
+}
+
+// Rank 0's weights and batch-norm statistics to every rank.
+void broadcast_network(dist::Communicator& communicator, MinigoNet& net) {
+  if (communicator.world() == 1) return;
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor tensor : net->parameters()) communicator.broadcast(tensor, 0).wait();
+  for (torch::Tensor tensor : net->buffers()) communicator.broadcast(tensor, 0).wait();
+}
+
 // The loop the reference runs: self-play with the latest network, then training on a window of the recent
 // generations' examples with momentum SGD on a global step that keeps counting across generations.
+//
+// Over several ranks (`communicator` of more than one), each rank plays its range of a generation's games
+// with the same network; the examples are gathered to every rank in game order, so every rank holds the
+// window one rank would; training is data-parallel (each rank takes its rows of every batch of the same
+// sample, gradients averaged), and rank 0's batch-norm statistics go to the others after it, so all play
+// the next generation with one network.
 class MinigoLoop {
  public:
-  MinigoLoop(const Config& config, torch::Device device, uint64_t seed, int threads)
+  MinigoLoop(const Config& config, torch::Device device, uint64_t seed, int threads,
+             std::shared_ptr<dist::Communicator> communicator = nullptr)
       : config_(config),
         device_(device),
         seed_(seed),
         threads_(threads),
+        communicator_(std::move(communicator)),
         net_(net_options(config)),
         schedule_(lr_schedule(config)),
         rng_(data::mix_seed(seed, 0x6d696e69)) {
     net_->to(device_);
     net_->eval();  // training switches to train mode and back; self-play needs eval mode
     optimizer_.emplace(net_->parameters(), torch::optim::SGDOptions(schedule_.at(0)).momentum(config.number("momentum")));
-    training_.emplace(config, device_, net_->parameters(), /*gradients=*/nullptr);
+    // The gradient exchange starts by giving every rank rank 0's network.
+    if (world() > 1) gradients_.emplace(*communicator_, net_->parameters(), net_->buffers());
+    training_.emplace(config, device_, net_->parameters(), gradients_ ? &*gradients_ : nullptr);
   }
+
+  int world() const { return communicator_ ? communicator_->world() : 1; }
+  int rank() const { return communicator_ ? communicator_->rank() : 0; }
 
   MinigoNet& net() { return net_; }
 
-  // Network `generation`'s self-play, `games` games with the current network, straight into the window (the
-  // oldest generation leaves beyond window_size); with sgf_dir, its SGF is written. Generation 0 is the
-  // bootstrap played in init (presets without a prepared one): the random network's games, passes read only
-  // with bootstrap_allow_pass (minigo's bootstrap flags turn allow_pass off, so that its games are played
-  // out). Returns the game count.
+  // Network `generation`'s self-play, `games` games with the current network (this rank's range of them),
+  // straight into the window (the oldest generation leaves beyond window_size); with sgf_dir, its SGF is
+  // written. Generation 0 is the bootstrap played in init (presets without a prepared one): the random
+  // network's games, passes read only with bootstrap_allow_pass (minigo's bootstrap flags turn allow_pass
+  // off, so that its games are played out). Returns the game count over all ranks.
   int play_generation(int64_t generation, int64_t games, go::PlayStats* stats, const std::function<void()>& on_batch) {
     go::PlayOptions options = self_play_options(config_, data::mix_seed(seed_, 1, static_cast<uint64_t>(generation)), threads_);
     if (generation == 0) options.mcts.allow_pass = config_.boolean("bootstrap_allow_pass");
-    const KeepComputeThreads keep_threads;
-    go::ExampleSet examples;
-    const auto records = go::self_play(options, static_cast<int>(games), evaluator(net_, on_batch), &examples, stats);
-    const std::string player = "network " + std::to_string(generation);
-    write_games(config_, "generation-" + generation_name(generation), records, player, player);
-    add_to_window(std::move(examples));
-    return static_cast<int>(records.size());
+    int share = 0;
+    std::tie(options.first_game, share) = rank_share(games, rank(), world());
+    go::ExampleFile played;
+    {
+      const KeepComputeThreads keep_threads;
+      const auto records = go::self_play(options, share, evaluator(net_, on_batch), &played.examples, stats);
+      const std::string player = "network " + std::to_string(generation);
+      write_games(config_, "generation-" + generation_name(generation), records, player, player);
+      played.games = static_cast<int>(records.size());
+    }
+    if (world() > 1) played = gather_examples(played);
+    const int played_games = played.games;
+    add_to_window(std::move(played.examples));
+    return played_games;
   }
 
   // A prepared generation's examples (the bootstrap `data make` wrote) join the window.
@@ -247,7 +284,8 @@ class MinigoLoop {
   // One pass over filter_amount of the window's examples, each under a random symmetry. With `control` (a
   // run's block), the shared training loop's block does the meter and progress, and assembling each batch
   // counts as input wait (self-play before it is training: the reference's loop, the network's own work);
-  // without it (the bootstrap, outside any run) the steps are plain updates. Returns the block's report.
+  // without it (the bootstrap, outside any run) the steps are plain updates. Every rank draws the same
+  // sample and symmetries and assembles its rows of each batch. Returns the block's report.
   BlockReport train_generation(RunControl* control) {
     if (control) training_->begin_block(*control);
     std::vector<std::pair<int, int64_t>> all;  // (generation in window, example)
@@ -259,35 +297,43 @@ class MinigoLoop {
     const int64_t batch = std::min(config_.integer("batch_size"), sampled);
     if (batch == 0) fail(config_.name(), "no training examples in the window (play more games per generation)");
     const int64_t steps = sampled / batch;
+    if (batch < world())
+      fail(config_.name(), "a training batch of " + std::to_string(batch) + " examples cannot be shared by " +
+                               std::to_string(world()) + " ranks (play more games per generation)");
+    const BatchSlice mine = slice_batch(batch, world())[static_cast<size_t>(rank())];
     const int size = static_cast<int>(config_.integer("board_size")), points = size * size;
     const int feature_size = go::Position::kPlanes * points;
-    std::vector<uint8_t> features(static_cast<size_t>(batch * feature_size));
-    std::vector<float> policies(static_cast<size_t>(batch * (points + 1))), outcomes(static_cast<size_t>(batch));
+    std::vector<uint8_t> features(static_cast<size_t>(mine.size * feature_size));
+    std::vector<float> policies(static_cast<size_t>(mine.size * (points + 1))), outcomes(static_cast<size_t>(mine.size));
     for (int64_t step = 0; step < steps; ++step) {
       const auto assemble_batch = [&] {
         for (int64_t b = 0; b < batch; ++b) {
+          const int symmetry = static_cast<int>(rng_.below(go::kSymmetries));  // drawn for every row on every rank
+          const int64_t row = b - mine.begin;
+          if (row < 0 || row >= mine.size) continue;
           const auto [g, i] = all[static_cast<size_t>(step * batch + b)];
           const go::ExampleSet& set = window_[static_cast<size_t>(g)];
-          const int symmetry = static_cast<int>(rng_.below(go::kSymmetries));
-          go::apply_symmetry(symmetry, set.features.data() + i * feature_size, features.data() + b * feature_size,
+          go::apply_symmetry(symmetry, set.features.data() + i * feature_size, features.data() + row * feature_size,
                              go::Position::kPlanes, size);
-          go::apply_symmetry_to_policy(symmetry, set.policies.data() + i * (points + 1), policies.data() + b * (points + 1),
-                                       size);
-          outcomes[static_cast<size_t>(b)] = set.outcomes[static_cast<size_t>(i)];
+          go::apply_symmetry_to_policy(symmetry, set.policies.data() + i * (points + 1),
+                                       policies.data() + row * (points + 1), size);
+          outcomes[static_cast<size_t>(row)] = set.outcomes[static_cast<size_t>(i)];
         }
       };
       if (control) {
         training_->fetch(assemble_batch);
-        training_->train(train_step(features.data(), policies.data(), outcomes.data(), batch));
+        training_->train(train_step(features.data(), policies.data(), outcomes.data(), mine.size));
       } else {
         assemble_batch();
-        training_->update(train_step(features.data(), policies.data(), outcomes.data(), batch));
+        training_->update(train_step(features.data(), policies.data(), outcomes.data(), mine.size));
       }
     }
     net_->eval();
+    // The weights are equal after every averaged update; the batch-norm statistics saw only each rank's rows.
+    if (gradients_) gradients_->broadcast_buffers();
     BlockReport report;
     if (control) report = training_->end_block();
-    report.samples = steps * batch;
+    report.samples = steps * mine.size;
     return report;
   }
 
@@ -311,6 +357,21 @@ class MinigoLoop {
     };
   }
 
+  // Every rank's examples of a generation, in rank order, which is game order.
+  go::ExampleFile gather_examples(const go::ExampleFile& mine) {
+    const int size = static_cast<int>(config_.integer("board_size"));
+    go::ExampleFile all;
+    all.examples.size = size;
+    const auto buffers = dist::allgather_bytes(*communicator_, go::serialize_examples(mine));
+    for (size_t from = 0; from < buffers.size(); ++from) {
+      const go::ExampleFile part = go::parse_examples(buffers[from].data(), buffers[from].size(), size,
+                                                      "the examples gathered from rank " + std::to_string(from));
+      all.examples.append(part.examples);
+      all.games += part.games;
+    }
+    return all;
+  }
+
   int64_t window_examples() const {
     int64_t examples = 0;
     for (const go::ExampleSet& set : window_) examples += set.count();
@@ -326,31 +387,40 @@ class MinigoLoop {
   torch::Device device_;
   uint64_t seed_;
   int threads_;
+  std::shared_ptr<dist::Communicator> communicator_;  // null or a world of one: this process alone
   MinigoNet net_;
   PiecewiseLr schedule_;
   std::optional<torch::optim::SGD> optimizer_;
-  std::optional<TrainingLoop> training_;  // MiniGo trains in one process: no gradient exchange
+  std::optional<dist::GradientSync> gradients_;  // over more than one rank
+  std::optional<TrainingLoop> training_;
   data::Rng rng_;
   std::vector<go::ExampleSet> window_;
 };
 
 // The fraction of the preset's `eval_games` games that `learner` wins against `target` with its evaluation
 // settings (colours alternating, no noise, no fast moves, no resignation); `on_batch` before every network call.
+// With `communicator`, each of its ranks plays its range of the games and the wins are summed over the
+// ranks; without, this process plays them all.
 double win_rate(const Config& config, MinigoNet& learner, MinigoNet& target, uint64_t seed, int threads,
-                const std::function<void()>& on_batch, const std::string& sgf_folder, const std::string& learner_name) {
+                const std::function<void()>& on_batch, const std::string& sgf_folder, const std::string& learner_name,
+                dist::Communicator* communicator = nullptr) {
   const int64_t games = config.integer("eval_games");
+  go::PlayOptions options = match_options(config, seed, threads);
+  int share = static_cast<int>(games);
+  if (communicator) std::tie(options.first_game, share) = rank_share(games, communicator->rank(), communicator->world());
   const KeepComputeThreads keep_threads;
   const auto records = go::play_match(
-      match_options(config, seed, threads), static_cast<int>(games),
+      options, share,
       [&](int model, const uint8_t* features, int batch, float* policy, float* values) {
         if (on_batch) on_batch();
         (model == 0 ? learner : target)->evaluate(features, batch, policy, values);
       },
       nullptr);
   write_games(config, sgf_folder, records, learner_name, "target");
-  int wins = 0;
-  for (const auto& record : records) wins += record.winner == (record.black_model == 0 ? go::kBlack : go::kWhite);
-  return static_cast<double>(wins) / static_cast<double>(games);
+  std::vector<double> wins{0};
+  for (const auto& record : records) wins[0] += record.winner == (record.black_model == 0 ? go::kBlack : go::kWhite);
+  if (communicator) communicator->sum(wins);
+  return wins[0] / static_cast<double>(games);
 }
 
 MinigoNet network_of(const Config& config, const Snapshot& tensors, torch::Device device) {
@@ -367,15 +437,16 @@ struct TargetRun {
 };
 
 // The mini and tiny target: generation `target_generation` of a fixed run of the preset (bootstrap games
-// from the random network, then that many generations), built from `seed`.
+// from the random network, then that many generations), built from `seed` and the recipe's `target_run`.
 // Always 2 self-play drivers and one compute thread, so a seed gives the same network on any machine and
 // whether `data make` or a run's init builds it.
 TargetRun build_target(const Config& config, torch::Device device, int64_t seed) {
   const Config recipe(config.name() + ": dataset", config.values().at("dataset"));
   const int threads_before = torch::get_num_threads();
   torch::set_num_threads(1);
-  torch::manual_seed(seed);
-  MinigoLoop loop(config, device, static_cast<uint64_t>(seed) ^ 0x7461726765740000ULL, 2);
+  const uint64_t run_seed = data::mix_seed(static_cast<uint64_t>(seed), static_cast<uint64_t>(recipe.integer("target_run")));
+  torch::manual_seed(run_seed);  // the untrained network
+  MinigoLoop loop(config, device, run_seed ^ 0x7461726765740000ULL, 2);
   TargetRun run;
   run.untrained = snapshot_of(loop.net());
   const int64_t generations = recipe.integer("target_generation");
@@ -471,12 +542,14 @@ class MinigoWorkload : public WorkloadBase {
   // bootstrap here.
   std::vector<std::string> build() override {
     seed_torch(settings_);
-    if (communicator_->world() != 1) fail("minigo", "runs as one process (self-play and training share its threads)");
     require_writable_sgf_dir(config_);
-    loop_.emplace(config_, device_, static_cast<uint64_t>(settings_.seed), settings_.threads);
+    loop_.emplace(config_, device_, static_cast<uint64_t>(settings_.seed), settings_.threads, communicator_);
     const bool prepared = config_.values().contains("bootstrap");
     if (prepared) bootstrap_games_ = load_prepared_bootstrap();
     target_ = resolve_target();
+    // Every rank resolved the same target; rank 0's copy makes it one network even where ranks' CPUs round
+    // differently while building it from the recipe.
+    broadcast_network(*communicator_, target_);
     if (!prepared) bootstrap_games_ = loop_->play_generation(0, config_.integer("bootstrap_games"), nullptr, nullptr);
     // Generation 1 trains on the bootstrap alone: refused here, before the first block, if that is nothing.
     if (loop_->sampled_examples() == 0)
@@ -496,11 +569,17 @@ class MinigoWorkload : public WorkloadBase {
   BlockReport train(const Block& block, RunControl& control) override {
     const auto generation = static_cast<int64_t>(block.first_epoch_num);
     int games = bootstrap_games_;
-    if (generation > 1)
+    double self_play_seconds = 0;
+    if (generation > 1) {
+      const auto begin = std::chrono::steady_clock::now();
       games = loop_->play_generation(generation - 1, config_.integer("min_selfplay_games_per_generation"), nullptr,
                                      [&] { control.check_interrupt(); });
+      self_play_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    }
     BlockReport report = loop_->train_generation(&control);
     report.logged = {{"actual_selfplay_games_per_generation", games}};
+    // Self-play's rate over all ranks, the exchange of the games included: what more ranks buy.
+    if (self_play_seconds > 0) report.logged.push_back({"trainbench_selfplay_games_per_second", games / self_play_seconds});
     saved_.push_back(snapshot_of(loop_->net()));
     return report;
   }
@@ -510,7 +589,7 @@ class MinigoWorkload : public WorkloadBase {
     MinigoNet learner = network_of(config_, saved_.at(generation - 1), device_);
     return win_rate(config_, learner, target_, data::mix_seed(static_cast<uint64_t>(settings_.seed), 2, generation),
                     settings_.threads, [&] { control.check_interrupt(); }, "evaluation-" + generation_name(generation),
-                    "network " + std::to_string(generation));
+                    "network " + std::to_string(generation), communicator_.get());
   }
 
  private:
@@ -524,7 +603,7 @@ class MinigoWorkload : public WorkloadBase {
     const std::string missing = "not found: bootstrap_dir must be a directory `trainbench data make minigo --preset " +
                                 config_.preset() + "` wrote";
     MinigoNet start = load_network(config_, (fs::path(dir) / kStartFile).string(), device_, missing);
-    restore(loop_->net(), snapshot_of(start));
+    restore(loop_->net(), snapshot_of(start));  // every rank loads the same file
     const fs::path games_path = fs::path(dir) / kBootstrapGamesFile;
     if (!fs::exists(games_path)) fail(games_path.string(), missing);
     go::ExampleFile file = go::read_example_file(games_path.string(), static_cast<int>(config_.integer("board_size")));
@@ -557,7 +636,8 @@ void make_bootstrap(const Config& config, const std::string& out_dir, int64_t se
   torch::manual_seed(seed);
   const MinigoNet start(net_options(config));
   torch::save(start, (fs::path(out_dir) / kStartFile).string());
-  const int threads = 2;  // the games depend on the drivers' count: fixed, so a seed gives one bootstrap anywhere
+  // Fixed, so that the network's batches, and with them its rounding, are the same on any machine.
+  const int threads = 2;
   const go::ExampleFile file = play_prepared_bootstrap(config, static_cast<uint64_t>(seed), threads);
   go::write_example_file((fs::path(out_dir) / kBootstrapGamesFile).string(), file);
   std::ofstream((fs::path(out_dir) / "bootstrap.json"))
