@@ -69,7 +69,6 @@ LatticeCells lattice_cells(const torch::Tensor& step_counts, const torch::Tensor
                            int64_t frames, int64_t max_tokens, int64_t blank, const torch::Device& device) {
   const torch::Tensor steps = step_counts.to(torch::kCPU, torch::kLong).contiguous();
   const torch::Tensor counts = token_counts.to(torch::kCPU, torch::kLong).contiguous();
-  const torch::Tensor labels = tokens.to(torch::kCPU, torch::kLong).contiguous();
   LatticeCells cells;
   cells.batch = steps.size(0);
   cells.frames = frames;
@@ -83,35 +82,29 @@ LatticeCells lattice_cells(const torch::Tensor& step_counts, const torch::Tensor
                                std::to_string(max_tokens));
     cells.offsets.push_back(cells.offsets.back() + T_b * (U_b + 1));
   }
-  const int64_t count = cells.count(), U = max_tokens;
-  torch::Tensor encoder_rows = torch::empty({count}, torch::kLong), prediction_rows = torch::empty({count}, torch::kLong);
-  torch::Tensor lattice_index = torch::empty({count}, torch::kLong), next_tokens = torch::empty({count}, torch::kLong);
-  std::vector<int64_t> label_cells, label_index;
-  int64_t* encoder_row = encoder_rows.data_ptr<int64_t>();
-  int64_t* prediction_row = prediction_rows.data_ptr<int64_t>();
-  int64_t* lattice = lattice_index.data_ptr<int64_t>();
-  int64_t* next = next_tokens.data_ptr<int64_t>();
-  const int64_t label_stride = labels.dim() == 2 ? labels.size(1) : 0;
-  for (int64_t b = 0, n = 0; b < cells.batch; ++b) {
-    const int64_t T_b = steps.data_ptr<int64_t>()[b], U_b = counts.data_ptr<int64_t>()[b];
-    for (int64_t t = 0; t < T_b; ++t)
-      for (int64_t u = 0; u <= U_b; ++u, ++n) {
-        encoder_row[n] = b * frames + t;
-        prediction_row[n] = b * (U + 1) + u;
-        lattice[n] = (b * frames + t) * (U + 1) + u;
-        next[n] = u < U_b ? labels.data_ptr<int64_t>()[b * label_stride + u] : blank;
-        if (u < U_b) {
-          label_cells.push_back(n);
-          label_index.push_back((b * frames + t) * U + u);
-        }
-      }
+  // The index tensors are built where they are used, from the (B) counts: they hold several int64 indices
+  // per lattice cell, which would otherwise be written on the host and copied over every step.
+  const int64_t U = max_tokens;
+  const auto index_options = torch::TensorOptions(torch::kLong).device(device);
+  const torch::Tensor steps_here = steps.to(device).view({-1, 1, 1}), counts_here = counts.to(device).view({-1, 1, 1});
+  const torch::Tensor t = torch::arange(frames, index_options).view({1, frames, 1});
+  const torch::Tensor u = torch::arange(U + 1, index_options).view({1, 1, U + 1});
+  // Row-major over (b, t, u): utterance after utterance, frame-major, as the offsets count them.
+  cells.lattice_index = torch::nonzero(((t < steps_here) & (u <= counts_here)).view(-1)).view(-1);
+  const torch::Tensor cell_b = cells.lattice_index.div(frames * (U + 1), "floor");
+  const torch::Tensor cell_u = cells.lattice_index.remainder(U + 1);
+  const torch::Tensor cell_bt = cells.lattice_index.div(U + 1, "floor");  // b * frames + t
+  cells.encoder_rows = cell_bt;
+  cells.prediction_rows = cell_b * (U + 1) + cell_u;
+  const torch::Tensor labelled = cell_u < counts_here.view(-1).index_select(0, cell_b);
+  torch::Tensor next = torch::full_like(cell_u, blank);
+  if (tokens.numel() > 0) {
+    const torch::Tensor labels = tokens.to(device, torch::kLong).view({cells.batch, -1});
+    next = torch::where(labelled, labels.index({cell_b, cell_u.clamp_max(labels.size(1) - 1)}), next);
   }
-  cells.encoder_rows = encoder_rows.to(device);
-  cells.prediction_rows = prediction_rows.to(device);
-  cells.lattice_index = lattice_index.to(device);
-  cells.next_tokens = next_tokens.to(device);
-  cells.label_cells = torch::tensor(label_cells, torch::kLong).to(device);
-  cells.label_index = torch::tensor(label_index, torch::kLong).to(device);
+  cells.next_tokens = next;
+  cells.label_cells = torch::nonzero(labelled).view(-1);
+  cells.label_index = (cell_bt * U + cell_u).index_select(0, cells.label_cells);
   return cells;
 }
 
