@@ -35,12 +35,12 @@ void on_flat_groups(const std::vector<torch::Tensor>& tensors, const std::functi
   }
 }
 
+}  // namespace
+
 void broadcast_from_rank0(Communicator& communicator, const std::vector<torch::Tensor>& tensors) {
   if (communicator.world() == 1) return;
   on_flat_groups(tensors, [&](torch::Tensor& flat) { communicator.broadcast(flat, 0).wait(); });
 }
-
-}  // namespace
 
 GradientSync::GradientSync(Communicator& communicator, std::vector<torch::Tensor> parameters,
                            std::vector<torch::Tensor> buffers, GradientSyncOptions options)

@@ -77,6 +77,9 @@ class GradientSync {
   GradientSyncStats stats_;
 };
 
+// Rank 0's `tensors` to every rank, one broadcast per dtype and device (the tensors flattened together).
+void broadcast_from_rank0(Communicator& communicator, const std::vector<torch::Tensor>& tensors);
+
 // Every rank's `tensors` replaced by their mean over the ranks (floating point only), e.g. the batch-norm
 // running statistics SSD's reference averages before each evaluation.
 void average_over_ranks(Communicator& communicator, const std::vector<torch::Tensor>& tensors);

@@ -534,7 +534,7 @@ class GameDriver {
       const float outcome = winner == kBlack ? 1.0f : winner == kWhite ? -1.0f : 0.0f;
       slot.examples.outcomes.assign(slot.movers.size(), outcome);
       slot.examples.size = options_.size;
-      game_examples_.emplace_back(slot.game_index, slot.examples);
+      game_examples_.emplace_back(slot.game_index, std::move(slot.examples));  // start_game clears the slot's
     }
     start_game(slot);
   }

@@ -212,10 +212,9 @@ std::pair<int, int> rank_share(int64_t games, int rank, int world) {
 
 // Rank 0's weights and batch-norm statistics to every rank.
 void broadcast_network(dist::Communicator& communicator, MinigoNet& net) {
-  if (communicator.world() == 1) return;
-  torch::NoGradGuard no_grad;
-  for (torch::Tensor tensor : net->parameters()) communicator.broadcast(tensor, 0).wait();
-  for (torch::Tensor tensor : net->buffers()) communicator.broadcast(tensor, 0).wait();
+  std::vector<torch::Tensor> tensors = net->parameters();
+  for (const torch::Tensor& buffer : net->buffers()) tensors.push_back(buffer);
+  dist::broadcast_from_rank0(communicator, tensors);
 }
 
 // The loop the reference runs: self-play with the latest network, then training on a window of the recent

@@ -254,8 +254,8 @@ LatticeGradients lattice_on_device(const torch::Tensor& log_blank, const torch::
   const auto index_options = options.dtype(torch::kLong);
   const int64_t batch = log_blank.size(0), T = log_blank.size(1), U = log_label.size(2), rows = T + U;
   const double impossible = -std::numeric_limits<double>::infinity();
-  const torch::Tensor frames = frame_counts.to(index_options).view({batch, 1, 1});
-  const torch::Tensor counts = token_counts.to(index_options).view({batch, 1, 1});
+  const torch::Tensor last_frames = frame_counts.to(index_options), last_tokens = token_counts.to(index_options);
+  const torch::Tensor frames = last_frames.view({batch, 1, 1}), counts = last_tokens.view({batch, 1, 1});
   const torch::Tensor t = torch::arange(T, index_options).view({1, T, 1});
   const torch::Tensor u = torch::arange(U + 1, index_options).view({1, 1, U + 1});
   // log 0 for every transition that leaves an utterance's lattice: blank beyond its last frame or token,
@@ -294,7 +294,6 @@ LatticeGradients lattice_on_device(const torch::Tensor& log_blank, const torch::
   // One column more than alpha, for that node when T_b = T.
   torch::Tensor beta = torch::full({batch, rows + 1, T + 1}, impossible, options);
   const torch::Tensor utterances = torch::arange(batch, index_options);
-  const torch::Tensor last_frames = frame_counts.to(index_options), last_tokens = token_counts.to(index_options);
   beta.index_put_({utterances, last_frames + last_tokens, last_frames}, 0.0);
   for (int64_t row = rows - 1; row >= 0; --row) {
     const torch::Tensor next = beta.select(1, row + 1);  // column c: node (c, row + 1 - c)
