@@ -66,6 +66,9 @@ struct WorkloadEntry {
   // --weights) as a PyTorch state dict under the official implementation's names (workloads/checkpoint.h).
   // Empty for the benchmarks whose official names are not mapped yet; they refuse --weights.
   std::function<void(const WorkloadSettings&, const std::string& out_path)> export_weights;
+  // bench --shard-plan N: how the model's parameters lie over N ranks, and each rank's bytes. Empty for the
+  // benchmarks that replicate their whole model on every rank.
+  std::function<void(const Config&, int ranks, std::ostream&)> print_shard_plan = nullptr;
 
   bool uses_dataset() const { return !dataset.empty(); }
 };

@@ -145,6 +145,32 @@ TEST_F(DistributedRunTest, TwoMinigoRanksShareSelfPlayAndTrainOnOneRanksWindow) 
   EXPECT_NE(review.output.find("compliant"), std::string::npos) << review.output;
 }
 
+// DLRM with its tables sharded over two ranks (tiny preset; the 26 tables whole, 13 a rank): vectors and
+// gradients go by all-to-all, the MLPs stay data-parallel. It trains the replicated run's model to rounding
+// (the same initial rows, the same updates), so both evaluate alike at every evaluation and stop at the same one.
+TEST_F(DistributedRunTest, TwoDlrmRanksWithShardedTablesTrainTheReplicatedModelToTheTarget) {
+  const fs::path data = dir_ / "dlrm_data";
+  const Result made = run("data make dlrm --preset tiny --out " + data.string());
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const auto dlrm_flags = [&](const std::string& system, const std::string& sharding) {
+    return "launch --nproc 2 -- run dlrm --preset tiny --quiet --threads 1 --seed 4 --data " + data.string() + " --out " +
+           (dir_ / "results").string() + " --system " + system + " --set embedding_sharding=" + sharding;
+  };
+  const Result sharded = run(dlrm_flags("sharded", "sharded"));
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
+  const Result replicated = run(dlrm_flags("replicated", "replicated"));
+  ASSERT_EQ(replicated.exit_code, 0) << replicated.output;
+  const std::string log_sharded = trainbench::read_file((dir_ / "results/sharded/dlrm/result_0.txt").string());
+  const std::string log_replicated = trainbench::read_file((dir_ / "results/replicated/dlrm/result_0.txt").string());
+  EXPECT_THAT(log_sharded, ::testing::HasSubstr("\"key\": \"trainbench_embedding_sharding\", \"value\": \"sharded\""));
+  const auto auc_sharded = logged_values(log_sharded, "eval_accuracy"), auc_replicated = logged_values(log_replicated, "eval_accuracy");
+  ASSERT_EQ(auc_sharded.size(), auc_replicated.size()) << "they stopped at different evaluations";
+  for (size_t i = 0; i < auc_sharded.size(); ++i) EXPECT_NEAR(auc_sharded[i], auc_replicated[i], 1e-4) << "evaluation " << i + 1;
+  const Result review = run("review --log " + (dir_ / "results/sharded/dlrm/result_0.txt").string());
+  EXPECT_EQ(review.exit_code, 0) << review.output;
+  EXPECT_NE(review.output.find("compliant"), std::string::npos) << review.output;
+}
+
 // Starts a 2-rank run in the background and returns the launcher's pid and rank 1's pid once rank 0's log
 // shows training under way.
 struct Background {

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "support/trainbench_binary.h"
+#include "support/two_nodes.h"
 #include "util/atomic_file.h"
 
 namespace {
@@ -24,54 +25,8 @@ using Clock = std::chrono::steady_clock;
 constexpr int kCommTimeoutSeconds = 5;
 constexpr int kMarginSeconds = 17;  // docs/reliability.md: diagnosis (at most 7 s) and the 10 s shutdown watchdog
 
-int shell(const std::string& command) { return std::system((command + " > /dev/null 2>&1").c_str()); }
-
-// Two namespaces, a veth pair between them with 10.218.<n>.1 and .2; removed by the destructor.
-class TwoNodes {
- public:
-  TwoNodes() : tag_(std::to_string(::getpid() % 100000)) {
-    if (::geteuid() != 0) {
-      reason_ = "not root";
-      return;
-    }
-    const std::string subnet = "10.218." + std::to_string(::getpid() % 250) + ".";
-    address_a_ = subnet + "1";
-    address_b_ = subnet + "2";
-    const std::string setup = "ip netns add " + ns_a() + " && ip netns add " + ns_b() + " && ip link add " + veth_a() +
-                              " type veth peer name " + veth_b() + " && ip link set " + veth_a() + " netns " + ns_a() +
-                              " && ip link set " + veth_b() + " netns " + ns_b() + " && ip -n " + ns_a() + " addr add " +
-                              address_a_ + "/24 dev " + veth_a() + " && ip -n " + ns_b() + " addr add " + address_b_ +
-                              "/24 dev " + veth_b() + " && ip -n " + ns_a() + " link set " + veth_a() + " up && ip -n " +
-                              ns_b() + " link set " + veth_b() + " up && ip -n " + ns_a() + " link set lo up && ip -n " +
-                              ns_b() + " link set lo up";
-    if (shell(setup) != 0) reason_ = "cannot create two network namespaces joined by a veth pair (`ip netns`, `ip link`)";
-  }
-  ~TwoNodes() { shell("ip netns del " + ns_a() + "; ip netns del " + ns_b()); }
-
-  const std::string& unavailable() const { return reason_; }
-  std::string ns_a() const { return "tb18a" + tag_; }
-  std::string ns_b() const { return "tb18b" + tag_; }
-  std::string veth_a() const { return "tb18va" + tag_; }
-  std::string veth_b() const { return "tb18vb" + tag_; }
-  const std::string& address_a() const { return address_a_; }
-  // Cuts the link: both directions, and neither side gets a reset.
-  void cut() const { shell("ip -n " + ns_a() + " link set " + veth_a() + " down"); }
-
- private:
-  std::string tag_, address_a_, address_b_, reason_;
-};
-
-pid_t start(const std::string& command, const fs::path& output) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", ("exec " + command + " > " + output.string() + " 2>&1").c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return pid;
-}
-
 TEST(NetworkPartition, EveryRankStopsWithinTheTimeoutPlusTheMarginAndSaysWhy) {
-  const TwoNodes nodes;
+  const trainbench::testing::TwoNodes nodes;
   if (!nodes.unavailable().empty()) GTEST_SKIP() << "network partition test skipped: " << nodes.unavailable();
   const fs::path dir = fs::temp_directory_path() / ("trainbench_partition_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -80,15 +35,18 @@ TEST(NetworkPartition, EveryRankStopsWithinTheTimeoutPlusTheMarginAndSaysWhy) {
   ASSERT_EQ(made.exit_code, 0) << made.output;
 
   const int port = 29000 + ::getpid() % 1000;
-  const auto node = [&](int node_rank, const std::string& ns, const std::string& veth) {
-    return "ip netns exec " + ns + " env GLOO_SOCKET_IFNAME=" + veth + " " + TRAINBENCH_BINARY +
-           " launch --nnodes 2 --nproc 1 --grace 120 --node-rank " + std::to_string(node_rank) + " --master-addr " +
-           nodes.address_a() + " --master-port " + std::to_string(port) + " -- run dlrm --preset tiny --quiet --threads 1" +
-           " --set target=0.99 --seed 3 --comm-timeout " + std::to_string(kCommTimeoutSeconds) + " --data " +
-           (dir / "data").string() + " --out " + (dir / "results").string() + " --system node" + std::to_string(node_rank);
+  const auto node = [&](int node_rank) {
+    return trainbench::testing::on_node(
+        nodes, node_rank,
+        std::string(TRAINBENCH_BINARY) + " launch --nnodes 2 --nproc 1 --grace 120 --node-rank " + std::to_string(node_rank) +
+            " --master-addr " + nodes.address_a() + " --master-port " + std::to_string(port) +
+            " -- run dlrm --preset tiny --quiet --threads 1 --set target=0.99 --seed 3 --comm-timeout " +
+            std::to_string(kCommTimeoutSeconds) + " --data " + (dir / "data").string() + " --out " + (dir / "results").string() +
+            " --system node" + std::to_string(node_rank));
   };
-  const pid_t node0 = start(node(0, nodes.ns_a(), nodes.veth_a()), dir / "node0.txt");
-  const pid_t node1 = start(node(1, nodes.ns_b(), nodes.veth_b()), dir / "node1.txt");
+
+  const pid_t node0 = trainbench::testing::start_in_background(node(0), (dir / "node0.txt").string());
+  const pid_t node1 = trainbench::testing::start_in_background(node(1), (dir / "node1.txt").string());
   const fs::path partial = dir / "results/node0/dlrm/result_0.txt.partial";
   for (int i = 0; i < 1200 && !(fs::exists(partial) && trainbench::read_file(partial.string()).find("\"block_start\"") != std::string::npos); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iomanip>
 #include <limits>
 #include <optional>
+#include <sstream>
 
 #include <torch/torch.h>
 
@@ -51,13 +53,26 @@ void check_mlp_widths(const Config& config) {
     fail(config.name() + ": top_mlp", "must end in 1 output (the click logit), got " + nlohmann::json(top).dump());
 }
 
-DlrmOptions model_options(const Config& config) {
+bool shards_tables(const Config& config) { return config.string("embedding_sharding") == "sharded"; }
+
+// The tables' layout over `world` ranks: none when they are replicated (or there is one rank to shard over).
+std::optional<ShardPlan> shard_plan(const Config& config, int world) {
+  if (!shards_tables(config) || world == 1) return std::nullopt;
+  return plan_table_shards(config.integers("table_sizes"), world);
+}
+
+// The model rank `rank` of `plan` holds; `seed` keys the tables' initialization (the same on every rank).
+DlrmOptions model_options(const Config& config, const std::optional<ShardPlan>& plan = std::nullopt, int rank = 0,
+                          int64_t seed = 0) {
   table_sizes(config);  // validates
   check_mlp_widths(config);
-  return DlrmOptions(config.integers("table_sizes"))
-      .embedding_dim(config.integer("embedding_dim"))
-      .bottom_mlp(config.integers("bottom_mlp"))
-      .top_mlp(config.integers("top_mlp"));
+  DlrmOptions options = DlrmOptions(config.integers("table_sizes"))
+                            .embedding_dim(config.integer("embedding_dim"))
+                            .bottom_mlp(config.integers("bottom_mlp"))
+                            .top_mlp(config.integers("top_mlp"))
+                            .embedding_seed(static_cast<uint64_t>(seed));
+  if (plan) options.shards(plan->on_rank(rank));
+  return options;
 }
 
 DlrmLrSchedule lr_schedule(const Config& config) {
@@ -92,6 +107,7 @@ class DlrmWorkload : public WorkloadBase {
         {"global_batch_size", config_.integer("batch_size")},
         {"gradient_accumulation_steps", step_settings_.accumulation_steps},
         {"trainbench_precision", precision_name(step_settings_.precision)},
+        {"trainbench_embedding_sharding", config_.string("embedding_sharding")},
         {"opt_name", "sgd"},
         {"opt_base_learning_rate", schedule.base_lr},
         {"sgd_opt_base_learning_rate", schedule.base_lr},
@@ -107,12 +123,13 @@ class DlrmWorkload : public WorkloadBase {
   std::vector<std::string> build() override {
     seed_torch(settings_);
     require_data_dir(kDataset);
-    model_ = Dlrm(model_options(config_));
+    std::optional<ShardPlan> plan = shard_plan(config_, communicator_->world());
+    model_ = Dlrm(model_options(config_, plan, communicator_->rank(), settings_.seed));
     model_->to(device_);
     model_->train();
     // The tables are initialized alike on every rank from the shared seed, so only the MLP is broadcast.
     mlp_gradients_.emplace(*communicator_, model_->mlp_parameters(), std::vector<torch::Tensor>{});
-    parallel_.emplace(DataParallel{*communicator_, *mlp_gradients_});
+    parallel_.emplace(*communicator_, *mlp_gradients_, std::move(plan));
     loop_.emplace(config_, device_, model_->mlp_parameters(), &*mlp_gradients_);
     schedule_ = lr_schedule(config_);
     return model_->initialized_tensor_names();
@@ -168,9 +185,10 @@ class DlrmWorkload : public WorkloadBase {
     eval_->start_epoch(0);
     data::CriteoBatch batch;
     while (eval_->next(batch)) {
-      if (batch.size == 0) continue;
+      // Every rank reads as many batches; sharded, each lookup is a collective, so an empty one takes part too.
+      if (batch.size == 0 && !parallel_->sharding) continue;
       const BatchTensors tensors = as_tensors(batch, device_);
-      scores.push_back(torch::sigmoid(model_->forward(tensors.dense, tensors.sparse)).to(torch::kCPU));
+      scores.push_back(torch::sigmoid(click_logits(model_, *parallel_, tensors.dense, tensors.sparse)).to(torch::kCPU));
       labels.push_back(tensors.labels.to(torch::kCPU).clone());
       control.check_interrupt();
     }
@@ -210,7 +228,7 @@ class DlrmWorkload : public WorkloadBase {
 
   Dlrm model_{nullptr};
   std::optional<dist::GradientSync> mlp_gradients_;
-  std::optional<DataParallel> parallel_;
+  std::optional<Parallelism> parallel_;
   std::optional<TrainingLoop> loop_;
   DlrmLrSchedule schedule_;
   std::optional<data::CriteoBatchReader> train_, eval_;
@@ -261,11 +279,12 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   const torch::Device device = run.device;
   const auto& communicator = run.communicator;
   const int64_t batch_size = run.local_batch;
-  Dlrm model(model_options(config));
+  std::optional<ShardPlan> plan = shard_plan(config, communicator->world());
+  Dlrm model(model_options(config, plan, communicator->rank(), settings.seed));
   model->to(device);
   model->train();
   dist::GradientSync mlp_gradients(*communicator, model->mlp_parameters(), {});
-  DataParallel parallel{*communicator, mlp_gradients};
+  Parallelism parallel(*communicator, mlp_gradients, std::move(plan));
   // Training throughput: the full step on a batch already in memory, rows drawn uniformly per table.
   const auto dense = torch::rand({batch_size, data::kCriteoDense}, device) * 5;
   std::vector<torch::Tensor> columns;
@@ -278,14 +297,72 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
       run.training_step_seconds([&] { loop.update(training_step(model, parallel, loop, dense, sparse, labels, 0.01)); });
   run.print_training(out, step_time, "samples", 3.0 * 2.0 * static_cast<double>(model->forward_macs()),
                      std::to_string(config.integers("table_sizes").size()) + " tables, dim " +
-                         std::to_string(config.integer("embedding_dim")));
+                         std::to_string(config.integer("embedding_dim")) + ", " + config.string("embedding_sharding"));
+}
+
+// bench --shard-plan N: each rank's tables and bytes over N ranks, and what one step's exchanges carry.
+void print_shard_plan(const Config& config, int ranks, std::ostream& out) {
+  const std::vector<int64_t> sizes = config.integers("table_sizes");
+  const int64_t dim = config.integer("embedding_dim");
+  const double row_bytes = 4.0 * static_cast<double>(dim);  // fp32 tables in every precision
+  const auto gib = [](double bytes) {  // "12.36 GiB", or MiB / KiB for the mini tables
+    const char* units[] = {"KiB", "MiB", "GiB"};
+    int unit = 0;
+    bytes /= 1024.0;
+    while (unit < 2 && bytes >= 1024.0) {
+      bytes /= 1024.0;
+      ++unit;
+    }
+    std::ostringstream text;
+    text << std::fixed << std::setprecision(2) << bytes << " " << units[unit];
+    return text.str();
+  };
+  int64_t total_rows = 0;
+  for (const int64_t size : sizes) total_rows += size;
+  const int64_t batch = config.integer("batch_size");
+  const std::optional<ShardPlan> plan = shard_plan(config, ranks);
+  if (!plan) {
+    out << "embedding_sharding=" << config.string("embedding_sharding") << " over " << ranks
+        << (ranks == 1 ? " rank" : " ranks") << ": every rank holds all " << sizes.size() << " tables, " << total_rows
+        << " rows, " << gib(static_cast<double>(total_rows) * row_bytes) << "\n";
+    if (ranks > 1)
+      out << "  per step each rank all-gathers the rows its " << batch / ranks << " samples touched and their gradients: "
+          << gib(static_cast<double>(batch) * static_cast<double>(sizes.size()) * (row_bytes + 8)) << " received\n";
+    return;
+  }
+  out << "embedding_sharding=sharded over " << ranks << " ranks: " << sizes.size() << " tables, " << total_rows << " rows, "
+      << gib(static_cast<double>(total_rows) * row_bytes) << " in all\n";
+  for (int rank = 0; rank < ranks; ++rank) {
+    int whole = 0;
+    std::vector<std::string> ranges;
+    for (const TableShard& shard : plan->on_rank(rank)) {
+      if (shard.rows == sizes[static_cast<size_t>(shard.table)])
+        ++whole;
+      else
+        ranges.push_back(std::to_string(shard.table) + "[" + std::to_string(shard.first_row) + ", " +
+                         std::to_string(shard.first_row + shard.rows) + ")");
+    }
+    out << "  rank " << rank << ": " << whole << " whole table" << (whole == 1 ? "" : "s");
+    if (!ranges.empty()) {
+      out << ", row ranges of table";
+      for (const std::string& range : ranges) out << " " << range;
+    }
+    out << "; " << plan->rows_on_rank(rank) << " rows, " << gib(static_cast<double>(plan->rows_on_rank(rank)) * row_bytes) << "\n";
+  }
+  // Each all-to-all chunk carries a rank's samples times the most shards any rank holds, both ways.
+  const double exchanged = static_cast<double>(batch) * static_cast<double>(plan->max_shards_per_rank()) * row_bytes;
+  out << "  per step each rank sends and receives " << gib(exchanged) << " of vectors forward and as much gradient"
+      << " backward (" << batch / ranks << " samples x " << ranks << " ranks x " << plan->max_shards_per_rank()
+      << " shard slots x dim " << dim << "), after an all-gather of " << gib(static_cast<double>(batch) * 8.0 * static_cast<double>(sizes.size()))
+      << " of ids\n";
 }
 
 }  // namespace
 
 WorkloadEntry registry_entry() {
   return {"dlrm", "Recommendation: DLRM on the Criteo 1TB click logs, target AUC 0.8025", trainbench_presets_dlrm,
-          kDataset, construct_workload<DlrmWorkload>, bench, make_dataset, prepare_dataset, /*export_weights=*/nullptr};
+          kDataset, construct_workload<DlrmWorkload>, bench, make_dataset, prepare_dataset, /*export_weights=*/nullptr,
+          print_shard_plan};
 }
 
 }  // namespace trainbench::dlrm

@@ -1,9 +1,14 @@
 #include "workloads/dlrm/model.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <numeric>
 
+#include "data/random.h"
 #include "dist/gather.h"
 #include "util/error.h"
 
@@ -20,7 +25,79 @@ torch::nn::Linear make_linear(int64_t in, int64_t out) {
   return linear;
 }
 
+// Rows a generator of the tables' initialization covers: a row range starts its first block's generator at
+// the block's beginning, so any range of a table is drawn without drawing the rows before it.
+constexpr int64_t kInitBlockRows = 16384;
+
+// Rows [first_row, first_row + out.size(0)) of table `table` (of `table_rows`), as the reference draws them:
+// U(-sqrt(1/n), sqrt(1/n)) with n the table's rows; each block of rows from its own generator.
+void initialize_table_rows(torch::Tensor out, int64_t table, int64_t first_row, int64_t table_rows, uint64_t seed) {
+  const double bound = std::sqrt(1.0 / static_cast<double>(table_rows));
+  const int64_t end = first_row + out.size(0);
+  for (int64_t block = first_row / kInitBlockRows; block * kInitBlockRows < end; ++block) {
+    const int64_t block_first = block * kInitBlockRows;
+    const int64_t block_rows = std::min(kInitBlockRows, table_rows - block_first);
+    at::Generator generator = at::detail::createCPUGenerator(
+        data::mix_seed(seed, static_cast<uint64_t>(table), static_cast<uint64_t>(block)));
+    const torch::Tensor values = torch::empty({block_rows, out.size(1)}).uniform_(-bound, bound, generator);
+    const int64_t from = std::max(first_row, block_first), to = std::min(end, block_first + block_rows);
+    out.narrow(0, from - first_row, to - from).copy_(values.narrow(0, from - block_first, to - from));
+  }
+}
+
 }  // namespace
+
+std::vector<TableShard> ShardPlan::on_rank(int rank) const {
+  std::vector<TableShard> result;
+  for (const TableShard& shard : shards)
+    if (shard.rank == rank) result.push_back(shard);
+  return result;
+}
+
+int64_t ShardPlan::rows_on_rank(int rank) const {
+  int64_t rows = 0;
+  for (const TableShard& shard : shards)
+    if (shard.rank == rank) rows += shard.rows;
+  return rows;
+}
+
+int64_t ShardPlan::max_shards_per_rank() const {
+  int64_t most = 0;
+  for (int rank = 0; rank < world; ++rank) most = std::max(most, static_cast<int64_t>(on_rank(rank).size()));
+  return most;
+}
+
+ShardPlan plan_table_shards(const std::vector<int64_t>& table_sizes, int world) {
+  if (world < 1) fail("dlrm table shards", "need at least one rank");
+  const int64_t total = std::accumulate(table_sizes.begin(), table_sizes.end(), int64_t{0});
+  const int64_t even_share = (total + world - 1) / world;
+  std::vector<std::vector<TableShard>> by_rank(static_cast<size_t>(world));
+  std::vector<int64_t> load(static_cast<size_t>(world), 0);
+  std::vector<int64_t> whole;
+  for (int64_t table = 0; table < static_cast<int64_t>(table_sizes.size()); ++table) {
+    const int64_t rows = table_sizes[static_cast<size_t>(table)];
+    if (rows <= even_share || rows < world) {
+      whole.push_back(table);
+      continue;
+    }
+    for (int rank = 0; rank < world; ++rank) {  // row ranges differing by at most one row
+      const int64_t first = rows * rank / world, last = rows * (rank + 1) / world;
+      by_rank[static_cast<size_t>(rank)].push_back({table, first, last - first, rank});
+      load[static_cast<size_t>(rank)] += last - first;
+    }
+  }
+  std::stable_sort(whole.begin(), whole.end(),
+                   [&](int64_t a, int64_t b) { return table_sizes[static_cast<size_t>(a)] > table_sizes[static_cast<size_t>(b)]; });
+  for (const int64_t table : whole) {
+    const auto rank = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    by_rank[static_cast<size_t>(rank)].push_back({table, 0, table_sizes[static_cast<size_t>(table)], rank});
+    load[static_cast<size_t>(rank)] += table_sizes[static_cast<size_t>(table)];
+  }
+  ShardPlan plan;
+  plan.world = world;
+  for (auto& shards : by_rank) plan.shards.insert(plan.shards.end(), shards.begin(), shards.end());
+  return plan;
+}
 
 DlrmImpl::DlrmImpl(DlrmOptions options) : options_(std::move(options)) {
   const auto& tables = options_.table_sizes();
@@ -33,18 +110,29 @@ DlrmImpl::DlrmImpl(DlrmOptions options) : options_(std::move(options)) {
 
   std::vector<int64_t> offsets;
   int64_t rows = 0;
-  for (const int64_t size : tables) {
-    if (size < 1) fail("dlrm model", "table sizes must be positive");
+  for (size_t table = 0; table < tables.size(); ++table) {
+    if (tables[table] < 1) fail("dlrm model", "table sizes must be positive");
     offsets.push_back(rows);
-    rows += size;
-  }
-  // The reference's per-table init: U(-sqrt(1/n), sqrt(1/n)) with n the table's rows.
-  embeddings = register_parameter("embeddings", torch::empty({rows, dim}), /*requires_grad=*/false);
-  for (size_t t = 0; t < tables.size(); ++t) {
-    const double bound = std::sqrt(1.0 / static_cast<double>(tables[t]));
-    embeddings.narrow(0, offsets[t], tables[t]).uniform_(-bound, bound);
+    rows += tables[table];
   }
   table_offsets_ = register_buffer("table_offsets", torch::tensor(offsets, torch::kInt64));
+  if (options_.shards())
+    shards_ = *options_.shards();
+  else
+    for (size_t table = 0; table < tables.size(); ++table)
+      shards_.push_back({static_cast<int64_t>(table), 0, tables[table], 0});
+  int64_t local_rows = 0;
+  for (const TableShard& shard : shards_) {
+    if (shard.table < 0 || shard.table >= static_cast<int64_t>(tables.size()) || shard.first_row < 0 || shard.rows < 1 ||
+        shard.first_row + shard.rows > tables[static_cast<size_t>(shard.table)])
+      fail("dlrm model", "a table shard lies outside its table");
+    shard_offsets_.push_back(local_rows);
+    local_rows += shard.rows;
+  }
+  embeddings = register_parameter("embeddings", torch::empty({local_rows, dim}), /*requires_grad=*/false);
+  for (size_t s = 0; s < shards_.size(); ++s)
+    initialize_table_rows(embeddings.narrow(0, shard_offsets_[s], shards_[s].rows), shards_[s].table, shards_[s].first_row,
+                          tables[static_cast<size_t>(shards_[s].table)], options_.embedding_seed());
 
   int64_t width = options_.dense_features();
   for (size_t i = 0; i < options_.bottom_mlp().size(); ++i) {
@@ -68,6 +156,7 @@ DlrmImpl::DlrmImpl(DlrmOptions options) : options_(std::move(options)) {
 }
 
 EmbeddingLookup DlrmImpl::lookup(const torch::Tensor& sparse) const {
+  if (sharded()) fail("dlrm model", "a sharded model's lookup is a collective: use look_up()");
   torch::NoGradGuard no_grad;
   EmbeddingLookup result;
   result.rows = (sparse + table_offsets_).reshape({-1});
@@ -138,14 +227,117 @@ std::vector<std::string> DlrmImpl::initialized_tensor_names() const {
   return names;
 }
 
-TrainingStep training_step(Dlrm model, DataParallel& parallel, const TrainingLoop& loop, torch::Tensor dense,
+Parallelism::Parallelism(dist::Communicator& communicator, dist::GradientSync& mlp_gradients, std::optional<ShardPlan> sharding)
+    : communicator(communicator), mlp_gradients(mlp_gradients), sharding(std::move(sharding)) {
+  if (!this->sharding) return;
+  if (this->sharding->world != communicator.world())
+    fail("dlrm table shards", "planned for " + std::to_string(this->sharding->world) + " ranks, but the run has " +
+                                  std::to_string(communicator.world()));
+  const int64_t slots = this->sharding->max_shards_per_rank();
+  int64_t tables = 0;
+  for (const TableShard& shard : this->sharding->shards) tables = std::max(tables, shard.table + 1);
+  std::vector<int64_t> slot_table(static_cast<size_t>(this->sharding->world * slots), tables);
+  for (int rank = 0; rank < this->sharding->world; ++rank) {
+    const std::vector<TableShard> held = this->sharding->on_rank(rank);
+    for (size_t j = 0; j < held.size(); ++j) slot_table[static_cast<size_t>(rank * slots) + j] = held[j].table;
+  }
+  slot_tables = torch::tensor(slot_table, torch::kInt64);
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The sharded lookup (see look_up): ids all-gathered, this rank's shards read, vectors sent by all-to-all.
+EmbeddingLookup sharded_lookup(const DlrmImpl& model, Parallelism& parallel, const torch::Tensor& sparse) {
+  torch::NoGradGuard no_grad;
+  dist::Communicator& communicator = parallel.communicator;
+  const auto world = static_cast<int64_t>(communicator.world());
+  const int64_t batch = sparse.size(0), tables = sparse.size(1), dim = model.options().embedding_dim();
+  const auto ids_options = sparse.options().dtype(torch::kInt64);
+  const auto start = Clock::now();
+  // Ranks may hold different numbers of samples (the evaluation's last batch): every chunk is padded to the
+  // largest, with id 0 (a row of every table) in the padding.
+  torch::Tensor sizes = torch::empty({world}, ids_options);
+  communicator.allgather(sizes, torch::full({1}, batch, ids_options)).wait();
+  EmbeddingLookup result;
+  result.padded_batch = sizes.max().item<int64_t>();
+  torch::Tensor padded_ids = torch::zeros({result.padded_batch, tables}, ids_options);
+  padded_ids.narrow(0, 0, batch).copy_(sparse);
+  torch::Tensor all_ids = torch::empty({world * result.padded_batch, tables}, ids_options);
+  communicator.allgather(all_ids, padded_ids).wait();
+
+  const int64_t slots = parallel.sharding->max_shards_per_rank();
+  std::vector<torch::Tensor> rows, positions;
+  for (size_t j = 0; j < model.shards().size(); ++j) {
+    const TableShard& shard = model.shards()[j];
+    const torch::Tensor ids = all_ids.select(1, shard.table);
+    const torch::Tensor samples = ((ids >= shard.first_row) & (ids < shard.first_row + shard.rows)).nonzero().view({-1});
+    rows.push_back(ids.index_select(0, samples) - shard.first_row + model.shard_offsets()[j]);
+    positions.push_back(samples * slots + static_cast<int64_t>(j));
+  }
+  result.rows = rows.empty() ? torch::empty({0}, ids_options) : torch::cat(rows);
+  result.send_positions = positions.empty() ? torch::empty({0}, ids_options) : torch::cat(positions);
+  // Chunk r of the send buffer holds rank r's samples: (padded batch, slots, dim) each.
+  torch::Tensor send = torch::zeros({world * result.padded_batch * slots, dim}, model.embeddings.options());
+  send.index_copy_(0, result.send_positions, model.embeddings.index_select(0, result.rows));
+  torch::Tensor received = torch::empty_like(send);
+  communicator.alltoall(received, send).wait();
+  // Received chunk r: this rank's samples' vectors from rank r's slots; each slot adds into its table (a
+  // table cut into row ranges gets one nonzero vector per sample, from the range holding its id).
+  const torch::Tensor by_slot =
+      received.view({world, result.padded_batch, slots, dim}).permute({1, 0, 2, 3}).reshape({result.padded_batch, world * slots, dim});
+  result.vectors = torch::zeros({result.padded_batch, tables + 1, dim}, model.embeddings.options())
+                       .index_add_(1, parallel.slot_tables.to(sparse.device()), by_slot)
+                       .narrow(1, 0, tables)
+                       .narrow(0, 0, batch)
+                       .contiguous();
+  parallel.row_exchange_seconds += seconds_since(start);
+  return result;
+}
+
+// The backward of sharded_lookup: each sample's vector gradients to the ranks holding their rows; returns
+// the gradient of each of `lookup.rows`.
+torch::Tensor sharded_row_gradients(Parallelism& parallel, const EmbeddingLookup& lookup, const torch::Tensor& gradient) {
+  torch::NoGradGuard no_grad;
+  const auto start = Clock::now();
+  const auto world = static_cast<int64_t>(parallel.communicator.world());
+  const int64_t batch = gradient.size(0), tables = gradient.size(1), dim = gradient.size(2);
+  const int64_t slots = parallel.sharding->max_shards_per_rank();
+  torch::Tensor padded = torch::zeros({lookup.padded_batch, tables + 1, dim}, gradient.options());
+  padded.narrow(1, 0, tables).narrow(0, 0, batch).copy_(gradient);
+  // Chunk r: what rank r's slots contributed to this rank's samples, laid out as sharded_lookup sent it.
+  const torch::Tensor send = padded.index_select(1, parallel.slot_tables.to(gradient.device()))
+                                 .view({lookup.padded_batch, world, slots, dim})
+                                 .permute({1, 0, 2, 3})
+                                 .contiguous();
+  torch::Tensor received = torch::empty_like(send);
+  parallel.communicator.alltoall(received, send).wait();
+  parallel.row_exchange_seconds += seconds_since(start);
+  return received.view({-1, dim}).index_select(0, lookup.send_positions);
+}
+
+}  // namespace
+
+EmbeddingLookup look_up(const Dlrm& model, Parallelism& parallel, const torch::Tensor& sparse) {
+  return parallel.sharding ? sharded_lookup(*model, parallel, sparse) : model->lookup(sparse);
+}
+
+torch::Tensor click_logits(Dlrm model, Parallelism& parallel, const torch::Tensor& dense, const torch::Tensor& sparse) {
+  const EmbeddingLookup lookup = look_up(model, parallel, sparse);
+  return dense.size(0) == 0 ? torch::empty({0}, dense.options()) : model->predict(dense, lookup.vectors);
+}
+
+TrainingStep training_step(Dlrm model, Parallelism& parallel, const TrainingLoop& loop, torch::Tensor dense,
                            torch::Tensor sparse, torch::Tensor labels, double learning_rate) {
   // Each micro-batch's looked-up vectors; backward leaves their gradients in them.
   auto lookups = std::make_shared<std::vector<EmbeddingLookup>>();
   TrainingStep step;
   step.samples = dense.size(0);
-  step.loss = [=](const BatchSlice& slice) mutable {
-    EmbeddingLookup& lookup = lookups->emplace_back(model->lookup(slice.of(sparse)));
+  step.loss = [=, &parallel](const BatchSlice& slice) mutable {
+    EmbeddingLookup& lookup = lookups->emplace_back(look_up(model, parallel, slice.of(sparse)));
     lookup.vectors.requires_grad_(true);
     return torch::binary_cross_entropy_with_logits(model->predict(slice.of(dense), lookup.vectors), slice.of(labels));
   };
@@ -154,16 +346,20 @@ TrainingStep training_step(Dlrm model, DataParallel& parallel, const TrainingLoo
     for (const EmbeddingLookup& lookup : *lookups) {
       if (!lookup.vectors.grad().defined()) fail("dlrm training step", "the embedding lookup has no gradient");
       touched.push_back(lookup.rows);
-      touched_gradients.push_back(lookup.vectors.grad().reshape({lookup.rows.numel(), -1}));
+      touched_gradients.push_back(parallel.sharding ? sharded_row_gradients(parallel, lookup, lookup.vectors.grad())
+                                                    : lookup.vectors.grad().reshape({lookup.rows.numel(), -1}));
     }
     torch::Tensor rows = touched.size() == 1 ? touched[0] : torch::cat(touched);
     torch::Tensor row_gradients = touched_gradients.size() == 1 ? touched_gradients[0] : torch::cat(touched_gradients);
     if (loop.gradient_scale() != 1) row_gradients = row_gradients / loop.gradient_scale();
     if (const int world = parallel.communicator.world(); world > 1) {
-      const auto exchange_start = std::chrono::steady_clock::now();
-      rows = dist::allgather_concat(parallel.communicator, rows);
-      row_gradients = dist::allgather_concat(parallel.communicator, row_gradients).div_(world);
-      parallel.row_exchange_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_start).count();
+      if (!parallel.sharding) {
+        const auto exchange_start = Clock::now();
+        rows = dist::allgather_concat(parallel.communicator, rows);
+        row_gradients = dist::allgather_concat(parallel.communicator, row_gradients);
+        parallel.row_exchange_seconds += seconds_since(exchange_start);
+      }
+      row_gradients = row_gradients / world;  // each rank's loss is the mean over its share of the batch
     }
     model->sgd_step(rows, row_gradients, learning_rate);
   };

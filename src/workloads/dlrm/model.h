@@ -10,6 +10,14 @@
 // backward leaves the (batch, 26, dim) gradient of just those rows there, and sgd_step adds -lr times it
 // into the touched rows in place. No table-sized gradient, copy or densification ever exists (the
 // reference's EmbeddingBag(sparse=True) + SGD gets the same update through sparse COO gradients).
+//
+// Over ranks the tables are either replicated (every rank holds all of them; the touched rows and their
+// gradients are all-gathered) or sharded (each rank holds a ShardPlan's share; looked-up vectors and their
+// gradients travel by all-to-all, as the v1.1 reference's and HugeCTR's model-parallel embeddings do).
+// Either way each table row is initialized from a generator keyed by (embedding_seed, table, block of
+// rows), so a sharded model starts from exactly the replicated one's values.
+#include <optional>
+
 #include <torch/torch.h>
 
 #include "dist/communicator.h"
@@ -18,9 +26,33 @@
 
 namespace trainbench::dlrm {
 
+// Rows [first_row, first_row + rows) of table `table`, held by `rank`.
+struct TableShard {
+  int64_t table = 0;
+  int64_t first_row = 0;
+  int64_t rows = 0;
+  int rank = 0;
+};
+
+// Where the tables' rows live over `world` ranks. A table with more rows than an even share of all rows
+// (their sum / world) cannot sit whole on one rank without unbalancing it, so it is cut into `world` row
+// ranges, one per rank; the other tables stay whole and go, largest first, to the rank holding the fewest
+// rows so far (ties: the lowest rank).
+struct ShardPlan {
+  int world = 1;
+  std::vector<TableShard> shards;  // by rank, then in the order the rank holds them
+  std::vector<TableShard> on_rank(int rank) const;
+  int64_t rows_on_rank(int rank) const;
+  int64_t max_shards_per_rank() const;
+};
+ShardPlan plan_table_shards(const std::vector<int64_t>& table_sizes, int world);
+
 struct DlrmOptions {
   explicit DlrmOptions(std::vector<int64_t> table_sizes) : table_sizes_(std::move(table_sizes)) {}
   TORCH_ARG(std::vector<int64_t>, table_sizes);
+  // The table rows this rank holds, in ShardPlan::on_rank's order; none: every table whole (replicated).
+  TORCH_ARG(std::optional<std::vector<TableShard>>, shards);
+  TORCH_ARG(uint64_t, embedding_seed) = 0;
   TORCH_ARG(int64_t, dense_features) = 13;
   TORCH_ARG(int64_t, embedding_dim) = 128;
   TORCH_ARG(std::vector<int64_t>, bottom_mlp) = std::vector<int64_t>{512, 256, 128};  // last == embedding_dim
@@ -29,8 +61,12 @@ struct DlrmOptions {
 
 // The rows of one batch gathered for training; `vectors` is the autograd leaf whose grad sgd_step applies.
 struct EmbeddingLookup {
-  torch::Tensor rows;     // (batch * tables) rows of `embeddings`
+  torch::Tensor rows;     // rows of this rank's `embeddings` the lookup read (replicated: batch * tables)
   torch::Tensor vectors;  // (batch, tables, dim)
+  // Sharded: where each of `rows` went in the all-to-all's send buffer, a (ranks * padded_batch samples,
+  // shard slots) grid; the backward exchange brings each one's gradient back to the same place.
+  torch::Tensor send_positions;
+  int64_t padded_batch = 0;  // the largest batch of any rank in this lookup (the all-to-all's chunk)
 };
 
 class DlrmImpl : public torch::nn::Module {
@@ -38,9 +74,10 @@ class DlrmImpl : public torch::nn::Module {
   explicit DlrmImpl(DlrmOptions options);
 
   // dense: (batch, 13) float, already log(x + 1); sparse: (batch, 26) int64 row within each table.
-  // Returns logits (batch). For evaluation; training uses lookup() and predict().
+  // Returns logits (batch). A replicated model only; a sharded one goes through click_logits().
   torch::Tensor forward(const torch::Tensor& dense, const torch::Tensor& sparse);
 
+  // A replicated model's rows for `sparse`; a sharded one's go through look_up().
   EmbeddingLookup lookup(const torch::Tensor& sparse) const;
   torch::Tensor predict(const torch::Tensor& dense, const torch::Tensor& vectors);
 
@@ -57,12 +94,18 @@ class DlrmImpl : public torch::nn::Module {
   std::vector<std::string> initialized_tensor_names() const;
 
   const DlrmOptions& options() const { return options_; }
-  torch::Tensor embeddings;
+  bool sharded() const { return options_.shards().has_value(); }
+  // The table pieces this rank holds (all tables whole when replicated), and where each starts in `embeddings`.
+  const std::vector<TableShard>& shards() const { return shards_; }
+  const std::vector<int64_t>& shard_offsets() const { return shard_offsets_; }
+  torch::Tensor embeddings;  // this rank's shards' rows, one after another
 
  private:
   DlrmOptions options_;
+  std::vector<TableShard> shards_;
+  std::vector<int64_t> shard_offsets_;
   std::vector<torch::nn::Linear> bottom_, top_;
-  torch::Tensor table_offsets_;                   // (tables) first row of each table
+  torch::Tensor table_offsets_;                   // (tables) first row of each table (replicated)
   torch::Tensor pair_rows_, pair_columns_;        // the strictly lower triangle of the 27 x 27 dot matrix
 };
 TORCH_MODULE(Dlrm);
@@ -82,20 +125,36 @@ struct DlrmLrSchedule {
 
 namespace trainbench::dlrm {
 
-// The ranks a step is averaged over (a world of one for a single process) and the MLP gradients' sync.
-struct DataParallel {
+// The ranks a step is averaged over (a world of one for a single process), the MLP gradients' sync, and the
+// tables' layout over the ranks.
+struct Parallelism {
+  Parallelism(dist::Communicator& communicator, dist::GradientSync& mlp_gradients,
+              std::optional<ShardPlan> sharding = std::nullopt);
   dist::Communicator& communicator;
   dist::GradientSync& mlp_gradients;
-  // Seconds train_step blocked exchanging the touched embedding rows: nothing overlaps it, so it is all
-  // rank wait in the run's time split.
+  std::optional<ShardPlan> sharding;  // the tables sharded over the ranks; none: replicated
+  // Sharded: for each (rank, shard slot) of the all-to-all, the table it carries (tables: a padding slot).
+  torch::Tensor slot_tables;
+  // Seconds the step blocked exchanging embedding rows or vectors: nothing overlaps it, so it is all rank
+  // wait in the run's time split.
   double row_exchange_seconds = 0;
 };
 
+// The samples' embedding vectors: from this rank's table (replicated), or, sharded, by all-gathering the
+// ranks' categorical ids, looking up the shards held here, and an all-to-all that brings every sample its
+// vectors from the ranks holding them. Sharded, it is a collective: every rank calls it, with the same
+// number of lookups (an empty batch included).
+EmbeddingLookup look_up(const Dlrm& model, Parallelism& parallel, const torch::Tensor& sparse);
+// Evaluation logits through look_up().
+torch::Tensor click_logits(Dlrm model, Parallelism& parallel, const torch::Tensor& dense, const torch::Tensor& sparse);
+
 // One update for the shared training loop: per micro-batch the lookup, forward and BCE loss (mean over the
 // batch, as the reference's BCELoss); then the SGD update. The MLP gradients are all-reduced (overlapped
-// with backward); the embedding rows each rank touched travel with their gradients, and every rank
-// applies all of them scaled by 1/world, so the replicated tables stay identical without being sent.
-TrainingStep training_step(Dlrm model, DataParallel& parallel, const TrainingLoop& loop, torch::Tensor dense,
+// with backward). Replicated, the embedding rows each rank touched travel with their gradients, and every
+// rank applies all of them scaled by 1/world, so the tables stay identical without being sent; sharded,
+// the vectors' gradients go back by all-to-all to the ranks holding their rows, which apply them scaled by
+// 1/world: the same update.
+TrainingStep training_step(Dlrm model, Parallelism& parallel, const TrainingLoop& loop, torch::Tensor dense,
                            torch::Tensor sparse, torch::Tensor labels, double learning_rate);
 
 }  // namespace trainbench::dlrm

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "support/accumulation.h"
+#include "support/two_ranks.h"
 
 namespace trainbench::dlrm {
 namespace {
@@ -52,7 +53,7 @@ TEST(DlrmModel, SparseUpdateTouchesOnlyTheLookedUpRowsInPlaceWithoutATableSizedG
   const int64_t rss_before = peak_rss_bytes();  // the table and its copy `before` are resident
   const auto single_process = dist::Communicator::connect(dist::RankEnvironment{});
   dist::GradientSync mlp_gradients(*single_process, model->mlp_parameters(), {});
-  DataParallel parallel{*single_process, mlp_gradients};
+  Parallelism parallel(*single_process, mlp_gradients);
   const Config step_config = testing::step_config(1);
   TrainingLoop loop(step_config, torch::kCPU, model->mlp_parameters(), &mlp_gradients);
   for (int step = 0; step < 3; ++step) loop.update(training_step(model, parallel, loop, dense, sparse, labels, 0.5));
@@ -97,7 +98,7 @@ TEST(DlrmModel, AccumulatedMicroBatchesGiveTheFullBatchsGradientAndUpdate) {
   const auto single_process = dist::Communicator::connect(dist::RankEnvironment{});
   Dlrm model = make_model();
   dist::GradientSync mlp_gradients(*single_process, model->mlp_parameters(), {});
-  DataParallel parallel{*single_process, mlp_gradients};
+  Parallelism parallel(*single_process, mlp_gradients);
   const Config one = testing::step_config(1);
   TrainingLoop loop(one, torch::kCPU, model->mlp_parameters(), nullptr);
   testing::expect_accumulation_matches_full_batch(
@@ -113,6 +114,136 @@ TEST(DlrmModel, AccumulatedMicroBatchesGiveTheFullBatchsGradientAndUpdate) {
   }
   EXPECT_TRUE(torch::allclose(tables[1], tables[0], 1e-10, 1e-12));
   EXPECT_FALSE(torch::equal(tables[0], make_model()->embeddings)) << "the update moved no row";
+}
+
+// Table 0 (3000 rows) is more than an even share of all 3000 + 25 small tables' rows over two ranks, so the
+// plan cuts it into row ranges; the small ones stay whole.
+std::vector<int64_t> tables_with_one_large() {
+  std::vector<int64_t> tables(26);
+  for (size_t t = 0; t < tables.size(); ++t) tables[t] = 3 + static_cast<int64_t>(t * 7 % 20);
+  tables[0] = 3000;
+  return tables;
+}
+
+TEST(DlrmShardPlan, EveryRowIsHeldOnceTheLargestTablesAreCutAndTheRanksBalanced) {
+  const std::vector<int64_t> tables = tables_with_one_large();
+  const ShardPlan plan = plan_table_shards(tables, 2);
+  std::vector<int64_t> held(tables.size(), 0), next_row(tables.size(), 0);
+  for (const TableShard& shard : plan.shards) {
+    EXPECT_EQ(shard.first_row, next_row[static_cast<size_t>(shard.table)]) << "table " << shard.table;
+    next_row[static_cast<size_t>(shard.table)] += shard.rows;
+    held[static_cast<size_t>(shard.table)] += shard.rows;
+  }
+  EXPECT_EQ(held, tables);
+  const std::vector<TableShard> rank0 = plan.on_rank(0), rank1 = plan.on_rank(1);
+  EXPECT_EQ(rank0.front().table, 0);
+  EXPECT_EQ(rank0.front().rows, 1500);
+  EXPECT_EQ(rank1.front().first_row, 1500);
+  EXPECT_LE(std::abs(plan.rows_on_rank(0) - plan.rows_on_rank(1)), 22) << "more apart than the largest whole table";
+
+  const ShardPlan alone = plan_table_shards(tables, 1);
+  ASSERT_EQ(alone.shards.size(), tables.size());
+  for (const TableShard& shard : alone.shards) EXPECT_EQ(shard.rows, tables[static_cast<size_t>(shard.table)]);
+
+  // The reference preset's tables over 8 ranks: the five of more than 25 M rows are cut, and every rank holds
+  // within 15% of an even share.
+  const std::vector<int64_t> reference{39884406, 39043, 17289, 7420, 20263, 3, 7120, 1543, 63, 38532951, 2953546, 403346, 10,
+                                       2208, 11938, 155, 4, 976, 14, 39979771, 25641295, 39664984, 585935, 12972, 108, 36};
+  const ShardPlan eight = plan_table_shards(reference, 8);
+  const double even = 187767399.0 / 8;
+  for (int rank = 0; rank < 8; ++rank) {
+    EXPECT_LT(std::abs(static_cast<double>(eight.rows_on_rank(rank)) - even), 0.15 * even) << "rank " << rank;
+    int64_t cut = 0;
+    for (const TableShard& shard : eight.on_rank(rank)) cut += shard.rows < reference[static_cast<size_t>(shard.table)];
+    EXPECT_EQ(cut, 5) << "rank " << rank;
+  }
+}
+
+// Issue 29's equality: one step of the sharded tables (whole tables and row ranges, all-to-all both ways)
+// against the replicated data-parallel step, on two ranks with two micro-batches each, and the evaluation
+// forward on ranks holding different numbers of samples.
+TEST(DlrmShardedEmbeddings, OneStepAndTheEvaluationEqualTheReplicatedDataParallelPath) {
+  const std::vector<int64_t> tables = tables_with_one_large();
+  const auto options = [&] { return DlrmOptions(tables).embedding_dim(8).bottom_mlp({16, 8}).top_mlp({32, 1}).embedding_seed(5); };
+  torch::manual_seed(3);
+  const int64_t batch = 16;  // 8 per rank
+  std::vector<torch::Tensor> columns;
+  for (const int64_t rows : tables) columns.push_back(torch::randint(rows, {batch, 1}, torch::kInt64));
+  const torch::Tensor sparse = torch::cat(columns, 1), dense = torch::rand({batch, 13}),
+                      labels = torch::randint(2, {batch}).to(torch::kFloat32);
+  const ShardPlan plan = plan_table_shards(tables, 2);
+  // Built here, not in the ranks' threads: the MLPs draw from the process-wide generator.
+  std::vector<Dlrm> replicated, sharded;
+  for (int rank = 0; rank < 2; ++rank) {
+    torch::manual_seed(11);
+    replicated.push_back(Dlrm(options()));
+    torch::manual_seed(11);
+    sharded.push_back(Dlrm(options().shards(plan.on_rank(rank))));
+  }
+  struct Outcome {
+    double loss = 0;
+    torch::Tensor logits_before, logits_after;
+  };
+  const Config config = testing::step_config(2);
+  const auto train = [&](std::vector<Dlrm>& models, std::optional<ShardPlan> sharding) {
+    std::vector<Outcome> outcomes(2);
+    const std::vector<std::string> failures = testing::run_two_ranks([&](dist::Communicator& communicator) {
+      const int rank = communicator.rank();
+      Dlrm model = models[static_cast<size_t>(rank)];
+      dist::GradientSync mlp_gradients(communicator, model->mlp_parameters(), {});
+      Parallelism parallel(communicator, mlp_gradients, sharding);
+      TrainingLoop loop(config, torch::kCPU, model->mlp_parameters(), &mlp_gradients);
+      const auto mine = [&](const torch::Tensor& rows) { return rows.narrow(0, 8 * rank, 8); };
+      // Evaluation with 5 samples on rank 0 and 3 on rank 1.
+      const auto evaluate = [&] {
+        torch::NoGradGuard no_grad;
+        const int64_t first = rank == 0 ? 0 : 5, count = rank == 0 ? 5 : 3;
+        return click_logits(model, parallel, dense.narrow(0, first, count), sparse.narrow(0, first, count));
+      };
+      Outcome& outcome = outcomes[static_cast<size_t>(rank)];
+      outcome.logits_before = evaluate();
+      outcome.loss = loop.update(training_step(model, parallel, loop, mine(dense), mine(sparse), mine(labels), 0.5));
+      outcome.logits_after = evaluate();
+    });
+    EXPECT_EQ(failures, (std::vector<std::string>{"", ""}));
+    return outcomes;
+  };
+  // The sharded ranks start from the replicated tables' very rows.
+  std::vector<int64_t> table_offsets{0};
+  for (const int64_t rows : tables) table_offsets.push_back(table_offsets.back() + rows);
+  const auto replicated_rows = [&](const Dlrm& model, const TableShard& shard) {
+    return model->embeddings.narrow(0, table_offsets[static_cast<size_t>(shard.table)] + shard.first_row, shard.rows);
+  };
+  for (int rank = 0; rank < 2; ++rank)
+    for (size_t s = 0; s < sharded[static_cast<size_t>(rank)]->shards().size(); ++s) {
+      const TableShard& shard = sharded[static_cast<size_t>(rank)]->shards()[s];
+      EXPECT_TRUE(torch::equal(sharded[static_cast<size_t>(rank)]->embeddings.narrow(0, sharded[static_cast<size_t>(rank)]->shard_offsets()[s], shard.rows),
+                               replicated_rows(replicated[0], shard)));
+    }
+  const torch::Tensor initial_table = replicated[0]->embeddings.clone();
+
+  const std::vector<Outcome> data_parallel = train(replicated, std::nullopt);
+  const std::vector<Outcome> model_parallel = train(sharded, plan);
+  const auto expect_close = [](const torch::Tensor& actual, const torch::Tensor& expected, const std::string& what) {
+    ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+    EXPECT_TRUE(torch::allclose(actual, expected, 1e-5, 1e-7)) << what << ": max difference "
+                                                               << (actual - expected).abs().max().item<double>();
+  };
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto r = static_cast<size_t>(rank);
+    EXPECT_NEAR(model_parallel[r].loss, data_parallel[r].loss, 1e-5 * std::abs(data_parallel[r].loss)) << "rank " << rank;
+    expect_close(model_parallel[r].logits_before, data_parallel[r].logits_before, "logits before the step, rank " + std::to_string(rank));
+    expect_close(model_parallel[r].logits_after, data_parallel[r].logits_after, "logits after the step, rank " + std::to_string(rank));
+    const auto mlp = sharded[r]->mlp_parameters(), reference_mlp = replicated[r]->mlp_parameters();
+    for (size_t p = 0; p < mlp.size(); ++p) expect_close(mlp[p], reference_mlp[p], "MLP parameter " + std::to_string(p));
+    for (size_t s = 0; s < sharded[r]->shards().size(); ++s) {
+      const TableShard& shard = sharded[r]->shards()[s];
+      expect_close(sharded[r]->embeddings.narrow(0, sharded[r]->shard_offsets()[s], shard.rows), replicated_rows(replicated[0], shard),
+                   "table " + std::to_string(shard.table) + " rows from " + std::to_string(shard.first_row));
+    }
+  }
+  EXPECT_TRUE(torch::equal(replicated[0]->embeddings, replicated[1]->embeddings)) << "the replicated tables drifted apart";
+  EXPECT_FALSE(torch::equal(replicated[0]->embeddings, initial_table)) << "the step moved no row";
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ TEST(DlrmParity, TwoSgdStepsMatchAnIndependentPyTorchImplementation) {
   model->train();
   const auto single_process = dist::Communicator::connect(dist::RankEnvironment{});
   dist::GradientSync mlp_gradients(*single_process, model->mlp_parameters(), {});
-  DataParallel parallel{*single_process, mlp_gradients};
+  Parallelism parallel(*single_process, mlp_gradients);
   const Config step_config = testing::step_config(1);
   TrainingLoop loop(step_config, torch::kCPU, model->mlp_parameters(), &mlp_gradients);
   for (int step = 0; step < 2; ++step) {
