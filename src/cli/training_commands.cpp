@@ -13,6 +13,8 @@
 #include "harness/runner.h"
 #include "predict/measurements.h"
 #include "probes/compute_probe.h"
+#include "review/compliance.h"
+#include "review/ruleset.h"
 #include "review/scoring.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -213,6 +215,20 @@ void print_run_summary(int run, const RunOptions& options, const RunOutcome& out
   }
 }
 
+// A log that review would refuse says so when the run ends, not when a submitter reviews it: e.g. a setting
+// the rules constrain, moved by --set or by the world size (Mask R-CNN's num_image_candidates).
+void warn_if_not_compliant(int run, const std::string& log_path) {
+  const std::vector<std::string> versions = review::embedded_ruleset_versions();
+  if (versions.empty() || log_path.empty() || !fs::exists(log_path)) return;
+  const review::RunReview checked = review::review_log_file(log_path, review::load_ruleset(versions.back()));
+  if (checked.compliant()) return;
+  std::fflush(stdout);
+  for (const review::Finding& finding : checked.findings)
+    if (finding.severity == review::Severity::kError)
+      std::fprintf(stderr, "trainbench: warning: run %d: its log fails review: %s\n", run, review::format_finding(finding).c_str());
+  std::fprintf(stderr, "trainbench: warning: run %d: `trainbench review --log %s` lists every finding\n", run, log_path.c_str());
+}
+
 // A system name is a folder under --out and the log's submission_platform: one plain path component.
 void check_system_name(const std::string& name) {
   if (name.empty() || name == "." || name == "..")
@@ -294,6 +310,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
         continue;
       }
       print_run_summary(run, options, outcome);
+      warn_if_not_compliant(run, outcome.result_path);
       if (!save_model->empty() && !outcome.interrupted_by) {
         fs::create_directories(*save_model);
         const std::string model_path = (fs::path(*save_model) / (entry.name + "_seed" + std::to_string(options.seed) + ".pt")).string();

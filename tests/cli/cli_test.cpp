@@ -325,6 +325,27 @@ TEST_F(CliTest, ARunFromAnExportedInitializationLogsTheSameFirstEvaluation) {
   EXPECT_FALSE(fs::exists(dir_ / "x"));
 }
 
+// A run whose log review would refuse says so when it ends: here a weight decay the closed division does not
+// allow (a power of two times 1e-4). The log is still written; a compliant run warns of nothing.
+TEST_F(CliTest, ARunWhoseLogFailsReviewWarnsWithTheFinding) {
+  const std::string data = (dir_ / "data").string();
+  ASSERT_EQ(run("data make resnet --preset tiny --set dataset.train_per_class=32 --set dataset.val_per_class=8 --out " + data).exit_code, 0);
+  const auto one_epoch = [&](const std::string& name, const std::string& flags) {
+    return run("run resnet --preset tiny --quiet --threads 1 --seed 5 --set max_epochs=1 --data " + data + " --system box --out " +
+               (dir_ / name).string() + flags);
+  };
+  const Result refused = one_epoch("odd", " --set weight_decay=0.0003");
+  EXPECT_LE(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("warning: run 0: its log fails review: "), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("sgd_opt_weight_decay"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("`trainbench review --log " + (dir_ / "odd/box/resnet/result_0.txt").string() + "` lists every finding"),
+            std::string::npos)
+      << refused.output;
+  const Result plain = one_epoch("plain", "");
+  EXPECT_LE(plain.exit_code, 1) << plain.output;
+  EXPECT_EQ(plain.output.find("fails review"), std::string::npos) << plain.output;
+}
+
 TEST_F(CliTest, MissingDatasetNamesTheDirectoryAndWritesNoResult) {
   const Result result = run("run resnet --quiet --seed 1 --data " + (dir_ / "nowhere").string() + " --out " + (dir_ / "results").string() +
                             " --system box");
