@@ -233,7 +233,7 @@ Parallelism::Parallelism(dist::Communicator& communicator, dist::GradientSync& m
   if (this->sharding->world != communicator.world())
     fail("dlrm table shards", "planned for " + std::to_string(this->sharding->world) + " ranks, but the run has " +
                                   std::to_string(communicator.world()));
-  const int64_t slots = this->sharding->max_shards_per_rank();
+  const int64_t slots = slots_per_rank = this->sharding->max_shards_per_rank();
   int64_t tables = 0;
   for (const TableShard& shard : this->sharding->shards) tables = std::max(tables, shard.table + 1);
   std::vector<int64_t> slot_table(static_cast<size_t>(this->sharding->world * slots), tables);
@@ -242,6 +242,11 @@ Parallelism::Parallelism(dist::Communicator& communicator, dist::GradientSync& m
     for (size_t j = 0; j < held.size(); ++j) slot_table[static_cast<size_t>(rank * slots) + j] = held[j].table;
   }
   slot_tables = torch::tensor(slot_table, torch::kInt64);
+}
+
+const torch::Tensor& Parallelism::slot_tables_on(const torch::Device& device) {
+  if (slot_tables.device() != device) slot_tables = slot_tables.to(device);
+  return slot_tables;
 }
 
 namespace {
@@ -269,7 +274,7 @@ EmbeddingLookup sharded_lookup(const DlrmImpl& model, Parallelism& parallel, con
   torch::Tensor all_ids = torch::empty({world * result.padded_batch, tables}, ids_options);
   communicator.allgather(all_ids, padded_ids).wait();
 
-  const int64_t slots = parallel.sharding->max_shards_per_rank();
+  const int64_t slots = parallel.slots_per_rank;
   std::vector<torch::Tensor> rows, positions;
   for (size_t j = 0; j < model.shards().size(); ++j) {
     const TableShard& shard = model.shards()[j];
@@ -290,7 +295,7 @@ EmbeddingLookup sharded_lookup(const DlrmImpl& model, Parallelism& parallel, con
   const torch::Tensor by_slot =
       received.view({world, result.padded_batch, slots, dim}).permute({1, 0, 2, 3}).reshape({result.padded_batch, world * slots, dim});
   result.vectors = torch::zeros({result.padded_batch, tables + 1, dim}, model.embeddings.options())
-                       .index_add_(1, parallel.slot_tables.to(sparse.device()), by_slot)
+                       .index_add_(1, parallel.slot_tables_on(sparse.device()), by_slot)
                        .narrow(1, 0, tables)
                        .narrow(0, 0, batch)
                        .contiguous();
@@ -305,11 +310,11 @@ torch::Tensor sharded_row_gradients(Parallelism& parallel, const EmbeddingLookup
   const auto start = Clock::now();
   const auto world = static_cast<int64_t>(parallel.communicator.world());
   const int64_t batch = gradient.size(0), tables = gradient.size(1), dim = gradient.size(2);
-  const int64_t slots = parallel.sharding->max_shards_per_rank();
+  const int64_t slots = parallel.slots_per_rank;
   torch::Tensor padded = torch::zeros({lookup.padded_batch, tables + 1, dim}, gradient.options());
   padded.narrow(1, 0, tables).narrow(0, 0, batch).copy_(gradient);
   // Chunk r: what rank r's slots contributed to this rank's samples, laid out as sharded_lookup sent it.
-  const torch::Tensor send = padded.index_select(1, parallel.slot_tables.to(gradient.device()))
+  const torch::Tensor send = padded.index_select(1, parallel.slot_tables_on(gradient.device()))
                                  .view({lookup.padded_batch, world, slots, dim})
                                  .permute({1, 0, 2, 3})
                                  .contiguous();

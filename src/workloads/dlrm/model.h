@@ -133,8 +133,11 @@ struct Parallelism {
   dist::Communicator& communicator;
   dist::GradientSync& mlp_gradients;
   std::optional<ShardPlan> sharding;  // the tables sharded over the ranks; none: replicated
-  // Sharded: for each (rank, shard slot) of the all-to-all, the table it carries (tables: a padding slot).
+  // Sharded: the most shards any rank holds (each rank's all-to-all chunk has that many slots), and for each
+  // (rank, slot) the table it carries (tables: a padding slot), on the device it was last used on.
+  int64_t slots_per_rank = 0;
   torch::Tensor slot_tables;
+  const torch::Tensor& slot_tables_on(const torch::Device& device);
   // Seconds the step blocked exchanging embedding rows or vectors: nothing overlaps it, so it is all rank
   // wait in the run's time split.
   double row_exchange_seconds = 0;
