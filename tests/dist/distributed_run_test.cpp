@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support/child_process.h"
 #include "support/trainbench_binary.h"
 #include "util/atomic_file.h"
 
@@ -180,12 +181,7 @@ struct Background {
 
 Background start_until_training(const std::string& arguments, const fs::path& messages, const fs::path& partial_log) {
   Background background;
-  background.launcher = ::fork();
-  if (background.launcher == 0) {
-    const std::string command = std::string(TRAINBENCH_BINARY) + " " + arguments + " > " + messages.string() + " 2>&1";
-    ::execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  background.launcher = trainbench::testing::start_in_background(std::string(TRAINBENCH_BINARY) + " " + arguments, messages.string());
   const std::regex rank1_line("launch: rank 1 pid ([0-9]+)");
   for (int i = 0; i < 1200 && (background.rank1 < 0 || !fs::exists(partial_log) ||
                                trainbench::read_file(partial_log.string()).find("\"block_start\"") == std::string::npos);
@@ -198,21 +194,6 @@ Background start_until_training(const std::string& arguments, const fs::path& me
   return background;
 }
 
-int wait_for_exit(pid_t pid, double limit_seconds, double* seconds) {
-  const auto begin = Clock::now();
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::duration<double>(Clock::now() - begin).count() > limit_seconds) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  *seconds = std::chrono::duration<double>(Clock::now() - begin).count();
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0; }
 
 TEST_F(DistributedRunTest, AKilledRankEndsTheRunNamingItWithAnAbortedLog) {
@@ -223,7 +204,7 @@ TEST_F(DistributedRunTest, AKilledRankEndsTheRunNamingItWithAnAbortedLog) {
   ASSERT_TRUE(fs::exists(partial));
   ::kill(job.rank1, SIGKILL);
   double seconds = 0;
-  const int code = wait_for_exit(job.launcher, 60, &seconds);
+  const int code = trainbench::testing::wait_for_exit(job.launcher, 60, &seconds);
   const std::string messages = trainbench::read_file((dir_ / "launch.txt").string());
   EXPECT_EQ(code, 128 + SIGKILL) << messages;  // the launcher reports the first rank that failed
   EXPECT_LT(seconds, 20) << messages;          // rank 0 noticed at once, well inside the grace period
@@ -246,7 +227,7 @@ TEST_F(DistributedRunTest, AHungRankEndsTheRunWithinTheTimeout) {
   ASSERT_GT(job.rank1, 0) << trainbench::read_file((dir_ / "launch.txt").string());
   ::kill(job.rank1, SIGSTOP);
   double seconds = 0;
-  const int code = wait_for_exit(job.launcher, 90, &seconds);
+  const int code = trainbench::testing::wait_for_exit(job.launcher, 90, &seconds);
   const std::string messages = trainbench::read_file((dir_ / "launch.txt").string());
   EXPECT_EQ(code, 128 + SIGSTOP) << messages;
   EXPECT_LT(seconds, 5 + 5 + 15) << messages;  // timeout, diagnosis, the stopped rank's own stop (docs/reliability.md)

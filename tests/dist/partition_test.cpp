@@ -13,6 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/child_process.h"
 #include "support/trainbench_binary.h"
 #include "support/two_nodes.h"
 #include "util/atomic_file.h"

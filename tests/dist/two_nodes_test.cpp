@@ -13,6 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/child_process.h"
 #include "support/trainbench_binary.h"
 #include "support/two_nodes.h"
 #include "util/atomic_file.h"
@@ -20,18 +21,6 @@
 namespace {
 
 namespace fs = std::filesystem;
-
-// The exit code of `pid`, killing it after `seconds`.
-int wait_for(pid_t pid, int seconds) {
-  int status = 0;
-  for (int i = 0; i < seconds * 20; ++i) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::kill(pid, SIGKILL);  // the launcher; its rank dies with it
-  ::waitpid(pid, &status, 0);
-  return -1;
-}
 
 class TwoNodeRuns : public ::testing::Test {
  protected:
@@ -58,7 +47,7 @@ class TwoNodeRuns : public ::testing::Test {
                                                               (dir_ / ("node" + std::to_string(node) + ".txt")).string()));
     }
     std::vector<int> codes;
-    for (const pid_t pid : pids) codes.push_back(wait_for(pid, 240));
+    for (const pid_t pid : pids) codes.push_back(trainbench::testing::wait_for_exit(pid, 240));
     return codes;
   }
   std::string output(int node) const { return trainbench::read_file((dir_ / ("node" + std::to_string(node) + ".txt")).string()); }

@@ -11,16 +11,6 @@ namespace trainbench::testing {
 
 inline int shell(const std::string& command) { return std::system((command + " > /dev/null 2>&1").c_str()); }
 
-// Starts `command` under /bin/sh with its stdout and stderr in `output`; returns its pid.
-inline pid_t start_in_background(const std::string& command, const std::string& output) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", ("exec " + command + " > " + output + " 2>&1").c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return pid;
-}
-
 // Two namespaces, a veth pair between them with 10.218.<n>.1 and .2; removed by the destructor.
 class TwoNodes {
  public:
