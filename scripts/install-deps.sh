@@ -8,7 +8,8 @@
 # reader (niftilib: libnifti2, whose nifti2_io.h Debian ships in libniftiio-dev) with nibabel for its tests;
 # RNN-T's libsndfile (FLAC), sentencepiece (spm_train), espeak-ng (the generated speech), pocketsphinx-testdata
 # (real LibriVox utterances) and python3-torchaudio (the loss and feature references); GNU Go and cgoban's
-# professional game for MiniGo's tests. Idempotent: a machine that has everything installs and fetches nothing.
+# professional game for MiniGo's tests, and protobuf (MiniGo's frozen-graph model files). Idempotent: a machine
+# that has everything installs and fetches nothing.
 set -euo pipefail
 
 packages=(
@@ -21,7 +22,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev
   googletest libgtest-dev
   openmpi-bin libopenmpi-dev fio
-  gnugo cgoban
+  gnugo cgoban libprotobuf-dev
   libnifti2-dev libniftiio-dev python3-nibabel
 )
 

@@ -50,10 +50,10 @@ int default_threads() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks);
 }
 
-// --weights, --save-model and checkpoint export: the benchmarks whose official state_dict names are mapped.
+// --weights, --save-model and checkpoint export: the benchmarks whose official model files are mapped.
 void require_weights_support(const WorkloadEntry& entry, const std::string& flag) {
   if (!entry.export_weights)
-    fail(flag, entry.name + " cannot read or write state dicts yet (" +
+    fail(flag, entry.name + " cannot read or write model files yet (" +
                           benchmark_names([](const WorkloadEntry& other) { return bool(other.export_weights); }) +
                           " can; docs/checkpoints.md)");
 }
@@ -264,7 +264,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   auto save_model = std::make_shared<std::string>();
   command->add_option("--save-model", *save_model,
                       "After each run, write its final model to DIR/<benchmark>_seed<seed>.pt as a state dict under the "
-                      "official implementation's names (`checkpoint export`'s format)");
+                      "official implementation's names (`checkpoint export`'s format; MiniGo: a .minigo file)");
   command->add_flag("--echo-log", *echo_log, "Also print the :::MLLOG lines to stdout");
   command->add_flag("--quiet", *quiet, "No progress line");
   command->callback([=, &context] {
@@ -313,7 +313,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
       warn_if_not_compliant(run, outcome.result_path);
       if (!save_model->empty() && !outcome.interrupted_by) {
         fs::create_directories(*save_model);
-        const std::string model_path = (fs::path(*save_model) / (entry.name + "_seed" + std::to_string(options.seed) + ".pt")).string();
+        const std::string model_path = (fs::path(*save_model) / (entry.name + "_seed" + std::to_string(options.seed) + entry.model_file_suffix)).string();
         workload->save_weights(model_path);
         std::printf("  model -> %s\n", model_path.c_str());
       }
@@ -493,7 +493,7 @@ void add_checkpoint_command(CLI::App& app) {
   command->add_option("--set", *overrides, "Override a preset setting, key=value (repeatable)");
   command->add_option("--seed", *seed, "Seed of the initialization, as run's --seed")->capture_default_str()->check(whole_number(0, INT32_MAX));
   command->add_option("--weights", *weights, "Start from this state dict instead (e.g. to check or re-save one)")->check(CLI::ExistingFile);
-  command->add_option("--out", *out, "The state dict file to write (.pt)")->required();
+  command->add_option("--out", *out, "The file to write (a .pt state dict; MiniGo: a .minigo file)")->required();
   command->callback([=] {
     const WorkloadEntry& entry = find_workload(*benchmark);
     require_weights_support(entry, "checkpoint export");

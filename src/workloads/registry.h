@@ -63,12 +63,16 @@ struct WorkloadEntry {
   // for workloads that read their dataset as published.
   std::function<void(const Config&, const std::string& in_dir, const std::string& out_dir)> prepare_dataset;
   // `checkpoint export`: writes the model a run of these settings starts from (the seeded initialization, or
-  // --weights) as a PyTorch state dict under the official implementation's names (workloads/checkpoint.h).
+  // --weights) as a PyTorch state dict under the official implementation's names (workloads/checkpoint.h), or
+  // as MiniGo's `.minigo` file (minigo/model_file.h).
   // Empty for the benchmarks whose official names are not mapped yet; they refuse --weights.
   std::function<void(const WorkloadSettings&, const std::string& out_path)> export_weights;
   // bench --shard-plan N: how the model's parameters lie over N ranks, and each rank's bytes. Empty for the
   // benchmarks that replicate their whole model on every rank.
   std::function<void(const Config&, int ranks, std::ostream&)> print_shard_plan = nullptr;
+  // The file name ending of the models export_weights and --save-model write: a state dict, or for MiniGo, whose
+  // reference is TensorFlow, minigo's own `.minigo` container.
+  std::string model_file_suffix = ".pt";
 
   bool uses_dataset() const { return !dataset.empty(); }
 };

@@ -312,16 +312,62 @@ TEST_F(CliTest, ARunFromAnExportedInitializationLogsTheSameFirstEvaluation) {
 
   Result refused = run("run dlrm --preset tiny --weights " + (dir_ / "seed5.pt").string() + " --out " + (dir_ / "x").string());
   EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_NE(refused.output.find("--weights: dlrm cannot read or write state dicts yet (resnet, ssd, unet3d, rnnt can"), std::string::npos)
+  EXPECT_NE(refused.output.find("--weights: dlrm cannot read or write model files yet (resnet, ssd, unet3d, rnnt, minigo can"), std::string::npos)
       << refused.output;
   refused = run("run bert --preset tiny --save-model " + (dir_ / "x").string() + " --out " + (dir_ / "x").string());
   EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_NE(refused.output.find("--save-model: bert cannot read or write state dicts yet"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("--save-model: bert cannot read or write model files yet"), std::string::npos) << refused.output;
   ASSERT_EQ(run("checkpoint export unet3d --preset tiny --out " + (dir_ / "unet3d.pt").string()).exit_code, 0);
   refused = run("checkpoint export resnet --preset tiny --weights " + (dir_ / "unet3d.pt").string() + " --out " + (dir_ / "y.pt").string());
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_NE(refused.output.find("does not fit this model's"), std::string::npos) << refused.output;
   EXPECT_FALSE(fs::exists(dir_ / "y.pt"));
+  EXPECT_FALSE(fs::exists(dir_ / "x"));
+}
+
+// MiniGo's model files are minigo's own `.minigo` frozen graphs: a run from an exported initialization logs the
+// same first evaluation and trains the same network as the run of that seed, --save-model writes a file that
+// re-exports byte for byte, and a network of another preset's shape is refused as --weights and as target_model.
+TEST_F(CliTest, AMinigoRunFromAnExportedMinigoFileLogsTheSameFirstEvaluation) {
+  for (const int seed : {5, 6})
+    ASSERT_EQ(run("checkpoint export minigo --preset tiny --seed " + std::to_string(seed) + " --out " +
+                  (dir_ / ("seed" + std::to_string(seed) + ".minigo")).string())
+                  .exit_code,
+              0);
+  const auto first_eval = [&](const std::string& name, const std::string& flags) {
+    const Result result = run("run minigo --preset tiny --quiet --threads 1 --seed 5 --set max_generations=1 --system box --out " +
+                              (dir_ / name).string() + flags);
+    EXPECT_LE(result.exit_code, 1) << result.output;
+    const std::string log = trainbench::read_file((dir_ / name / "box/minigo/result_0.txt").string());
+    const size_t line = log.find("\"key\": \"eval_accuracy\"");
+    if (line == std::string::npos) return std::string("none");
+    const size_t value = log.find("\"value\"", line);
+    return log.substr(value, log.find('\n', value) - value);
+  };
+  // The win rate of a few games can tie by chance, so the trained networks are compared too.
+  const auto trained = [&](const std::string& name) { return (dir_ / name / "minigo_seed5.minigo").string(); };
+  const std::string own = first_eval("own", " --save-model " + (dir_ / "own").string()),
+                    imported = first_eval("imported", " --weights " + (dir_ / "seed5.minigo").string() + " --save-model " +
+                                                          (dir_ / "imported").string()),
+                    other = first_eval("other", " --weights " + (dir_ / "seed6.minigo").string() + " --save-model " +
+                                                    (dir_ / "other").string());
+  EXPECT_NE(own, "none");
+  EXPECT_EQ(own, imported);
+  ASSERT_TRUE(fs::exists(trained("own")));
+  EXPECT_EQ(trainbench::read_file(trained("own")), trainbench::read_file(trained("imported")));
+  EXPECT_NE(trainbench::read_file(trained("own")), trainbench::read_file(trained("other")));
+  ASSERT_EQ(run("checkpoint export minigo --preset tiny --weights " + trained("own") + " --out " + (dir_ / "again.minigo").string()).exit_code, 0);
+  EXPECT_EQ(trainbench::read_file(trained("own")), trainbench::read_file((dir_ / "again.minigo").string()));
+
+  ASSERT_EQ(run("checkpoint export minigo --preset mini --out " + (dir_ / "mini.minigo").string()).exit_code, 0);
+  for (const std::string flag : {"--weights ", "--set target_model="}) {
+    const Result refused = run("run minigo --preset tiny --quiet " + flag + (dir_ / "mini.minigo").string() + " --out " + (dir_ / "x").string());
+    EXPECT_EQ(refused.exit_code, 2) << flag;
+    EXPECT_NE(refused.output.find("mini.minigo: holds a 9x9 network of 32 filters, 3 blocks, fc width 32 on mlperf07 features; this "
+                                  "preset plays 5x5, 16 filters, 2 blocks, fc width 16"),
+              std::string::npos)
+        << refused.output;
+  }
   EXPECT_FALSE(fs::exists(dir_ / "x"));
 }
 

@@ -26,6 +26,7 @@
 #include "util/error.h"
 #include "workloads/common.h"
 #include "workloads/minigo/model.h"
+#include "workloads/minigo/model_file.h"
 
 extern const char* const trainbench_presets_minigo;
 
@@ -249,6 +250,7 @@ class MinigoLoop {
   int rank() const { return communicator_ ? communicator_->rank() : 0; }
 
   MinigoNet& net() { return net_; }
+  const MinigoNet& net() const { return net_; }
 
   // Network `generation`'s self-play, `games` games with the current network (this rank's range of them),
   // straight into the window (the oldest generation leaves beyond window_size); with sgf_dir, its SGF is
@@ -460,15 +462,32 @@ TargetRun build_target(const Config& config, torch::Device device, int64_t seed)
   return run;
 }
 
-// A saved network of the preset's shape; `missing` says where one comes from when `path` does not exist.
+// A saved network of the preset's shape: a `.minigo` file or bare frozen graph (minigo's own format, as the
+// official checkpoint and target are), or a torch::save file as `data make` writes; `missing` says where one
+// comes from when `path` does not exist.
 MinigoNet load_network(const Config& config, const std::string& path, torch::Device device, const std::string& missing) {
   if (!fs::exists(path)) fail(path, missing);
-  MinigoNet net(net_options(config));
-  try {
-    torch::load(net, path);
-  } catch (const c10::Error& error) {
-    fail(path, std::string("is not a MiniGo network of this preset's shape (board_size, filters, trunk_blocks, fc_width): ") +
-                   error.what_without_backtrace());
+  const MinigoNetOptions expected = net_options(config);
+  MinigoNet net(expected);
+  if (is_minigo_model_file(path)) {
+    MinigoModelFile file = read_minigo_model(path);
+    const MinigoNetOptions& found = file.net->options();
+    if (file.input_features != "mlperf07" || found.board_size() != expected.board_size() || found.filters() != expected.filters() ||
+        found.trunk_blocks() != expected.trunk_blocks() || found.fc_width() != expected.fc_width())
+      fail(path, "holds a " + std::to_string(found.board_size()) + "x" + std::to_string(found.board_size()) + " network of " +
+                     std::to_string(found.filters()) + " filters, " + std::to_string(found.trunk_blocks()) + " blocks, fc width " +
+                     std::to_string(found.fc_width()) + " on " + file.input_features + " features; this preset plays " +
+                     std::to_string(expected.board_size()) + "x" + std::to_string(expected.board_size()) + ", " +
+                     std::to_string(expected.filters()) + " filters, " + std::to_string(expected.trunk_blocks()) +
+                     " blocks, fc width " + std::to_string(expected.fc_width()) + " on mlperf07 features");
+    net = file.net;
+  } else {
+    try {
+      torch::load(net, path);
+    } catch (const c10::Error& error) {
+      fail(path, std::string("is not a MiniGo network of this preset's shape (board_size, filters, trunk_blocks, fc_width): ") +
+                     error.what_without_backtrace());
+    }
   }
   net->to(device);
   net->eval();
@@ -545,6 +564,8 @@ class MinigoWorkload : public WorkloadBase {
     loop_.emplace(config_, device_, static_cast<uint64_t>(settings_.seed), settings_.threads, communicator_);
     const bool prepared = config_.values().contains("bootstrap");
     if (prepared) bootstrap_games_ = load_prepared_bootstrap();
+    if (!settings_.weights.empty())  // instead of the seeded (or the prepared bootstrap's) starting network
+      restore(loop_->net(), snapshot_of(load_network(config_, settings_.weights, device_, "not found (--weights)")));
     target_ = resolve_target();
     // Every rank resolved the same target; rank 0's copy makes it one network even where ranks' CPUs round
     // differently while building it from the recipe.
@@ -560,6 +581,9 @@ class MinigoWorkload : public WorkloadBase {
   }
 
   DataSummary open_data() override { return {}; }
+
+  // --save-model: the last generation's network, as the reference's own engine reads its models.
+  void save_weights(const std::string& path) const override { write_minigo_model(loop_->net(), path); }
 
   // Generation g: network g - 1's self-play (none in generation 1, which trains on the bootstrap games), then
   // network g's training on a window that holds those games, as ml_perf/train_loop.py's train() waits for
@@ -617,7 +641,9 @@ class MinigoWorkload : public WorkloadBase {
     if (!path.empty()) return load_target(config_, path, device_);
     if (!settings_.data_dir.empty()) return load_target(config_, (fs::path(settings_.data_dir) / kTargetFile).string(), device_);
     if (!config_.values().contains("dataset"))
-      fail(config_.name() + ": target_model", "the reference preset needs the target model: --set target_model=PATH");
+      fail(config_.name() + ": target_model",
+           "the reference preset needs the target model: --set target_model=PATH, the official target.minigo "
+           "(ml_perf/README.md: gs://minigo-pub/ml_perf/0.7/target.*, frozen by freeze_graph.py)");
     return build_target(config_, device_, kDefaultTargetSeed).target;
   }
 
@@ -677,7 +703,8 @@ void make_target(const Config& config, const std::string& out_dir, int64_t seed)
 void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
   const bool prepared = config.values().contains("bootstrap");
   if (!prepared && !config.values().contains("dataset"))
-    fail("--preset " + config.name(), "has no generated target; the reference's target model is given with --set target_model=PATH");
+    fail("--preset " + config.name(),
+         "has no generated target; the reference's target model is given with --set target_model=PATH (the official target.minigo)");
   check_settings(config);
   require_writable_sgf_dir(config);
   data::write_new_dataset_directory(out_dir, [&](const fs::path& staging) {
@@ -751,6 +778,15 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
                          " blocks, " + std::to_string(size) + "x" + std::to_string(size));
 }
 
+// checkpoint export: the network a run of `settings` starts from (the seeded initialization, as build()
+// makes it, or --weights), as a `.minigo` file.
+void export_weights(const WorkloadSettings& settings, const std::string& out_path) {
+  seed_torch(settings);
+  MinigoNet net(net_options(settings.config));
+  if (!settings.weights.empty()) net = load_network(settings.config, settings.weights, torch::kCPU, "not found (--weights)");
+  write_minigo_model(net, out_path);
+}
+
 }  // namespace
 
 WorkloadEntry registry_entry() {
@@ -762,7 +798,10 @@ WorkloadEntry registry_entry() {
           construct_workload<MinigoWorkload>,
           bench,
           make_dataset,
-          nullptr, /*export_weights=*/nullptr};
+          nullptr,
+          export_weights,
+          /*print_shard_plan=*/nullptr,
+          ".minigo"};
 }
 
 }  // namespace trainbench::minigo

@@ -6,6 +6,8 @@
 
 namespace trainbench::minigo {
 
+static_assert(go::Position::kPlanes == kMlperf07Planes, "the default input is what go::Position encodes");
+
 namespace {
 
 torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel) {
@@ -15,8 +17,8 @@ torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel) {
 }
 
 // TF momentum 0.95 keeps 95% of the running statistics per step; PyTorch's momentum is the other 5%.
-torch::nn::BatchNorm2d batch_norm(int64_t channels, bool affine) {
-  return torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(channels).momentum(0.05).eps(1e-5).affine(affine));
+torch::nn::BatchNorm2d batch_norm(int64_t channels, bool affine, double epsilon) {
+  return torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(channels).momentum(0.05).eps(epsilon).affine(affine));
 }
 
 torch::nn::Linear dense(int64_t in, int64_t out) {
@@ -30,19 +32,19 @@ torch::nn::Linear dense(int64_t in, int64_t out) {
 
 MinigoNetImpl::MinigoNetImpl(MinigoNetOptions options) : options_(options) {
   const int64_t filters = options.filters(), points = options.board_size() * options.board_size();
-  initial_conv_ = register_module("initial_conv", conv(go::Position::kPlanes, filters, 3));
-  initial_bn_ = register_module("initial_bn", batch_norm(filters, true));
+  initial_conv_ = register_module("initial_conv", conv(options.input_planes(), filters, 3));
+  initial_bn_ = register_module("initial_bn", batch_norm(filters, true, options.batch_norm_epsilon()));
   for (int64_t block = 1; block <= options.trunk_blocks(); ++block)
     for (int64_t layer = 1; layer <= 2; ++layer) {
       const std::string name = "block" + std::to_string(block) + "_" + std::to_string(layer);
       block_convs_.push_back(register_module(name + "_conv", conv(filters, filters, 3)));
-      block_bns_.push_back(register_module(name + "_bn", batch_norm(filters, true)));
+      block_bns_.push_back(register_module(name + "_bn", batch_norm(filters, true, options.batch_norm_epsilon())));
     }
   policy_conv_ = register_module("policy_conv", conv(filters, 2, 1));
-  policy_bn_ = register_module("policy_bn", batch_norm(2, false));
+  policy_bn_ = register_module("policy_bn", batch_norm(2, false, options.batch_norm_epsilon()));
   policy_fc_ = register_module("policy_fc", dense(2 * points, points + 1));
   value_conv_ = register_module("value_conv", conv(filters, 1, 1));
-  value_bn_ = register_module("value_bn", batch_norm(1, false));
+  value_bn_ = register_module("value_bn", batch_norm(1, false, options.batch_norm_epsilon()));
   value_fc1_ = register_module("value_fc1", dense(points, options.fc_width()));
   value_fc2_ = register_module("value_fc2", dense(options.fc_width(), 1));
 }
@@ -102,7 +104,7 @@ void MinigoNetImpl::evaluate(const uint8_t* features, int batch, float* policy, 
   c10::InferenceMode inference;
   const int64_t size = options_.board_size(), points = size * size;
   const auto device = initial_conv_->weight.device();
-  const auto planes = torch::from_blob(const_cast<uint8_t*>(features), {batch, go::Position::kPlanes, size, size}, torch::kUInt8)
+  const auto planes = torch::from_blob(const_cast<uint8_t*>(features), {batch, options_.input_planes(), size, size}, torch::kUInt8)
                           .to(device, torch::kFloat32, false, false, torch::MemoryFormat::ChannelsLast);
   const auto folded = folded_convs();
   const auto conv = [&](const torch::Tensor& x, size_t index, int64_t padding) {
@@ -159,7 +161,7 @@ std::vector<std::string> MinigoNetImpl::initialized_tensor_names() const {
 
 int64_t MinigoNetImpl::forward_macs() const {
   const int64_t points = options_.board_size() * options_.board_size(), filters = options_.filters();
-  const int64_t trunk = points * 9 * filters * (go::Position::kPlanes + 2 * options_.trunk_blocks() * filters);
+  const int64_t trunk = points * 9 * filters * (options_.input_planes() + 2 * options_.trunk_blocks() * filters);
   const int64_t heads = points * filters * 3 + 2 * points * (points + 1) + points * options_.fc_width() + options_.fc_width();
   return trunk + heads;
 }

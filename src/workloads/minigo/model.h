@@ -18,11 +18,19 @@
 
 namespace trainbench::minigo {
 
+constexpr int64_t kMlperf07Planes = 13;
+
 struct MinigoNetOptions {
   TORCH_ARG(int64_t, board_size) = 19;
   TORCH_ARG(int64_t, filters) = 64;
   TORCH_ARG(int64_t, trunk_blocks) = 6;
   TORCH_ARG(int64_t, fc_width) = 64;
+  // Feature planes of the input: 13, the mlperf07 features trainbench plays with; 17 (agz) only for networks
+  // read from minigo's own files (model_file.h), which evaluate() then takes in that layout.
+  TORCH_ARG(int64_t, input_planes) = kMlperf07Planes;
+  // dual_net.py asks for 1e-5; TensorFlow's fused batch norm raises any epsilon below 1.001e-5 to that, so
+  // minigo's frozen graphs hold 1.001e-5. A network read from one takes the file's value.
+  TORCH_ARG(double, batch_norm_epsilon) = 1e-5;
 };
 
 struct MinigoOutput {
