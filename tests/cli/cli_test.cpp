@@ -38,6 +38,19 @@ class CliTest : public ::testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
+
+  // `run <benchmark> <flags> --system box --out dir_/name`, which must not fail but may stop short of the
+  // target, and the value of the first eval_accuracy its log holds ("none" without one).
+  std::string first_evaluation(const std::string& benchmark, const std::string& name, const std::string& flags) const {
+    const Result result = run("run " + benchmark + " " + flags + " --system box --out " + (dir_ / name).string());
+    EXPECT_LE(result.exit_code, 1) << result.output;
+    const std::string log = trainbench::read_file((dir_ / name / "box" / benchmark / "result_0.txt").string());
+    const size_t line = log.find("\"key\": \"eval_accuracy\"");
+    if (line == std::string::npos) return "none";
+    const size_t value = log.find("\"value\": ", line) + 10;
+    return log.substr(value, log.find(',', value) - value);
+  }
+
   fs::path dir_;
 };
 
@@ -290,19 +303,14 @@ TEST_F(CliTest, ARunFromAnExportedInitializationLogsTheSameFirstEvaluation) {
     ASSERT_EQ(exported.exit_code, 0) << exported.output;
   }
   const auto first_eval = [&](const std::string& name, const std::string& flags) {
-    const Result result = run("run resnet --preset tiny --quiet --threads 1 --seed 5 --set max_epochs=1 --data " + data +
-                              " --system box --out " + (dir_ / name).string() + flags);
-    EXPECT_LE(result.exit_code, 1) << result.output;
-    const std::string log = trainbench::read_file((dir_ / name / "box/resnet/result_0.txt").string());
-    const size_t line = log.find("\"key\": \"eval_accuracy\"");
-    return line == std::string::npos ? std::string("none") : log.substr(line, log.find('\n', line) - line);
+    return first_evaluation("resnet", name, "--preset tiny --quiet --threads 1 --seed 5 --set max_epochs=1 --data " + data + flags);
   };
   const std::string own = first_eval("own", " --save-model " + (dir_ / "trained").string()),
                     imported = first_eval("imported", " --weights " + (dir_ / "seed5.pt").string()),
                     other = first_eval("other", " --weights " + (dir_ / "seed6.pt").string());
   EXPECT_NE(own, "none");
-  EXPECT_EQ(own.substr(own.find("\"value\"")), imported.substr(imported.find("\"value\"")));
-  EXPECT_NE(own.substr(own.find("\"value\"")), other.substr(other.find("\"value\"")));
+  EXPECT_EQ(own, imported);
+  EXPECT_NE(own, other);
   // --save-model kept the trained model in the same format: it is a state dict this model takes.
   const std::string trained = (dir_ / "trained" / "resnet_seed5.pt").string();
   ASSERT_TRUE(fs::exists(trained));
@@ -310,9 +318,10 @@ TEST_F(CliTest, ARunFromAnExportedInitializationLogsTheSameFirstEvaluation) {
   EXPECT_EQ(reloaded.exit_code, 0) << reloaded.output;
   EXPECT_EQ(trainbench::read_file(trained), trainbench::read_file((dir_ / "again.pt").string()));
 
-  Result refused = run("run dlrm --preset tiny --weights " + (dir_ / "seed5.pt").string() + " --out " + (dir_ / "x").string());
+  Result refused = run("run maskrcnn --preset tiny --weights " + (dir_ / "seed5.pt").string() + " --out " + (dir_ / "x").string());
   EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_NE(refused.output.find("--weights: dlrm cannot read or write model files yet (resnet, ssd, unet3d, rnnt, minigo can"), std::string::npos)
+  EXPECT_NE(refused.output.find("--weights: maskrcnn cannot read or write model files yet (resnet, ssd, unet3d, rnnt, dlrm, minigo can"),
+            std::string::npos)
       << refused.output;
   refused = run("run bert --preset tiny --save-model " + (dir_ / "x").string() + " --out " + (dir_ / "x").string());
   EXPECT_EQ(refused.exit_code, 2);
@@ -325,6 +334,32 @@ TEST_F(CliTest, ARunFromAnExportedInitializationLogsTheSameFirstEvaluation) {
   EXPECT_FALSE(fs::exists(dir_ / "x"));
 }
 
+// DLRM's state dict has DLRM_Net's names: a run from the exported initialization logs the same first AUC as
+// the run of that seed, --save-model keeps the trained model, and the tables must be whole on each rank.
+TEST_F(CliTest, ADlrmRunFromAnExportedStateDictLogsTheSameFirstEvaluation) {
+  const std::string data = (dir_ / "data").string();
+  ASSERT_EQ(run("data make dlrm --preset tiny --out " + data).exit_code, 0);
+  for (const int seed : {5, 6})
+    ASSERT_EQ(run("checkpoint export dlrm --preset tiny --seed " + std::to_string(seed) + " --out " +
+                  (dir_ / ("seed" + std::to_string(seed) + ".pt")).string())
+                  .exit_code,
+              0);
+  const auto first_eval = [&](const std::string& name, const std::string& flags) {
+    return first_evaluation("dlrm", name, "--preset tiny --quiet --threads 1 --seed 5 --data " + data + flags);
+  };
+  const std::string own = first_eval("own", " --save-model " + (dir_ / "trained").string()),
+                    imported = first_eval("imported", " --weights " + (dir_ / "seed5.pt").string()),
+                    other = first_eval("other", " --weights " + (dir_ / "seed6.pt").string());
+  EXPECT_NE(own, "none");
+  EXPECT_EQ(own, imported);
+  EXPECT_NE(own, other);
+  const std::string trained = (dir_ / "trained" / "dlrm_seed5.pt").string();
+  ASSERT_TRUE(fs::exists(trained));
+  const Result reloaded = run("checkpoint export dlrm --preset tiny --weights " + trained + " --out " + (dir_ / "again.pt").string());
+  EXPECT_EQ(reloaded.exit_code, 0) << reloaded.output;
+  EXPECT_EQ(trainbench::read_file(trained), trainbench::read_file((dir_ / "again.pt").string()));
+}
+
 // MiniGo's model files are minigo's own `.minigo` frozen graphs: a run from an exported initialization logs the
 // same first evaluation and trains the same network as the run of that seed, --save-model writes a file that
 // re-exports byte for byte, and a network of another preset's shape is refused as --weights and as target_model.
@@ -335,14 +370,7 @@ TEST_F(CliTest, AMinigoRunFromAnExportedMinigoFileLogsTheSameFirstEvaluation) {
                   .exit_code,
               0);
   const auto first_eval = [&](const std::string& name, const std::string& flags) {
-    const Result result = run("run minigo --preset tiny --quiet --threads 1 --seed 5 --set max_generations=1 --system box --out " +
-                              (dir_ / name).string() + flags);
-    EXPECT_LE(result.exit_code, 1) << result.output;
-    const std::string log = trainbench::read_file((dir_ / name / "box/minigo/result_0.txt").string());
-    const size_t line = log.find("\"key\": \"eval_accuracy\"");
-    if (line == std::string::npos) return std::string("none");
-    const size_t value = log.find("\"value\"", line);
-    return log.substr(value, log.find('\n', value) - value);
+    return first_evaluation("minigo", name, "--preset tiny --quiet --threads 1 --seed 5 --set max_generations=1" + flags);
   };
   // The win rate of a few games can tie by chance, so the trained networks are compared too.
   const auto trained = [&](const std::string& name) { return (dir_ / name / "minigo_seed5.minigo").string(); };

@@ -74,6 +74,43 @@ def official_rnnt(code_dir):
                 weights_init_scale=0.5)
 
 
+def official_dlrm(case):
+    """DLRM_Net of the v1.1 reference (facebookresearch/dlrm, mlperf branch, dlrm_s_pytorch.py), from the
+    checkout TRAINBENCH_DLRM_REFERENCE_DIR names: it is not in ../shared."""
+    root = os.environ.get("TRAINBENCH_DLRM_REFERENCE_DIR", "")
+    if not os.path.isfile(os.path.join(root, "dlrm_s_pytorch.py")):
+        sys.exit(77)
+
+    class Unused(types.ModuleType):
+        """What dlrm_s_pytorch.py imports for export, metrics, progress bars and logging, none of which
+        building and running the model touches."""
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return lambda *args, **kwargs: None
+
+    for name in ["onnx", "sklearn", "sklearn.metrics", "tqdm", "mlperf_logger"]:
+        sys.modules[name] = Unused(name)
+    sys.path.insert(0, root)
+    import numpy as np
+    from dlrm_s_pytorch import DLRM_Net  # noqa: E402  (the reference's own class)
+    tables, bottom, top = (case[key].tolist() for key in ("table_sizes", "bottom_mlp", "top_mlp"))
+    dim, vectors = bottom[-1], len(tables) + 1
+    # As dlrm_s_pytorch.py's main builds it: the dot interaction without self-pairs, a sigmoid on the top's last layer.
+    ln_top = np.array([dim + vectors * (vectors - 1) // 2] + top)
+    return DLRM_Net(m_spa=dim, ln_emb=np.array(tables), ln_bot=np.array([13] + bottom), ln_top=ln_top,
+                    arch_interaction_op="dot", arch_interaction_itself=False, sigmoid_bot=-1,
+                    sigmoid_top=ln_top.size - 2)
+
+
+def dlrm_probabilities(model, case):
+    """DLRM_Net's forward on one id per table and sample, as its data loader hands them over."""
+    sparse = case["sparse"]
+    batch, tables = sparse.shape
+    offsets = torch.arange(batch).repeat(tables, 1)
+    return model(case["input"], offsets, [sparse[:, k].contiguous() for k in range(tables)]).view(-1)
+
+
 def rnnt_valid_cells(model, case):
     """The reference's logits at t < T_b, u <= U_b, utterance after utterance: the packed joint's rows."""
     x = case["input"].transpose(0, 1)  # (B, T, features) -> the reference's (T, B, features)
@@ -95,6 +132,8 @@ def main():
         model = official_unet3d(code_dir)
     elif benchmark == "rnnt":
         model = official_rnnt(code_dir)
+    elif benchmark == "dlrm":
+        model = official_dlrm(torch.load(case_path))
     else:
         sys.exit(f"unknown benchmark {benchmark}")
     state = torch.load(state_path)
@@ -104,7 +143,12 @@ def main():
     model.eval()
     case = torch.load(case_path)
     with torch.no_grad():
-        output = rnnt_valid_cells(model, case) if benchmark == "rnnt" else model(case["input"])
+        if benchmark == "rnnt":
+            output = rnnt_valid_cells(model, case)
+        elif benchmark == "dlrm":
+            output = dlrm_probabilities(model, case)
+        else:
+            output = model(case["input"])
     if isinstance(output, (tuple, list)):  # SSD300: (locations, class scores)
         output = torch.cat([part.flatten() for part in output])
     expected = case["output"]

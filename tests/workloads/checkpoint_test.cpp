@@ -17,6 +17,7 @@
 #include "workloads/resnet/model.h"
 #include "workloads/rnnt/model.h"
 #include "workloads/ssd/model.h"
+#include "workloads/dlrm/model.h"
 #include "workloads/unet3d/model.h"
 
 namespace trainbench {
@@ -158,6 +159,47 @@ TEST_F(CheckpointTest, ExportedRnntLoadsIntoTheReferenceClassStrictlyAndGivesThe
   lengths.insert("token_counts", token_counts);
   if (!official_model_agrees("rnnt", state, features, model->joint(encoded, predicted, cells), lengths))
     GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
+}
+
+// DLRM_Net is not in ../shared: the test runs where TRAINBENCH_DLRM_REFERENCE_DIR names a checkout of
+// facebookresearch/dlrm's mlperf branch (docs/checkpoints.md), and is skipped elsewhere. The mini preset's
+// model: the reference preset's tables are 89 GiB.
+TEST_F(CheckpointTest, ExportedDlrmLoadsIntoTheReferenceDlrmNetStrictlyAndGivesTheSameClickProbabilities) {
+  const WorkloadEntry& entry = find_workload("dlrm");
+  WorkloadSettings settings;
+  settings.config = preset_config(entry, "mini", {"precision=fp32"});
+  settings.seed = 3;
+  const std::string state = path("dlrm.pt");
+  entry.export_weights(settings, state);
+  const std::vector<int64_t> tables = settings.config.integers("table_sizes");
+  dlrm::Dlrm model(dlrm::DlrmOptions(tables)
+                       .embedding_dim(settings.config.integer("embedding_dim"))
+                       .bottom_mlp(settings.config.integers("bottom_mlp"))
+                       .top_mlp(settings.config.integers("top_mlp")));
+  load_state_dict(state, dlrm::official_state(model, "test"));
+  // A rank of a sharded model holds part of the tables: refused, not exported in part.
+  dlrm::Dlrm shard(dlrm::DlrmOptions(tables)
+                       .embedding_dim(settings.config.integer("embedding_dim"))
+                       .bottom_mlp(settings.config.integers("bottom_mlp"))
+                       .top_mlp(settings.config.integers("top_mlp"))
+                       .shards(dlrm::plan_table_shards(tables, 2).on_rank(0)));
+  EXPECT_NE(error_message([&] { dlrm::official_state(shard, "--save-model"); })
+                .find("--save-model: needs embedding_sharding=replicated"),
+            std::string::npos);
+  torch::manual_seed(4);
+  const int64_t batch = 6;
+  const torch::Tensor dense = torch::rand({batch, 13}) * 3;
+  std::vector<torch::Tensor> columns;
+  for (const int64_t rows : tables) columns.push_back(torch::randint(rows, {batch}));
+  const torch::Tensor sparse = torch::stack(columns, 1);
+  torch::NoGradGuard no_grad;
+  c10::Dict<std::string, torch::Tensor> extra;
+  extra.insert("sparse", sparse);
+  extra.insert("table_sizes", torch::tensor(tables));
+  extra.insert("bottom_mlp", torch::tensor(settings.config.integers("bottom_mlp")));
+  extra.insert("top_mlp", torch::tensor(settings.config.integers("top_mlp")));
+  if (!official_model_agrees("dlrm", state, dense, torch::sigmoid(model->forward(dense, sparse)), extra))
+    GTEST_SKIP() << "no DLRM reference checkout: set TRAINBENCH_DLRM_REFERENCE_DIR";
 }
 
 }  // namespace

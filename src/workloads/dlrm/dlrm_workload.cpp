@@ -125,6 +125,7 @@ class DlrmWorkload : public WorkloadBase {
     require_data_dir(kDataset);
     std::optional<ShardPlan> plan = shard_plan(config_, communicator_->world());
     model_ = Dlrm(model_options(config_, plan, communicator_->rank(), settings_.seed));
+    if (!settings_.weights.empty()) load_state_dict(settings_.weights, official_state(model_, "--weights"));
     model_->to(device_);
     model_->train();
     // The tables are initialized alike on every rank from the shared seed, so only the MLP is broadcast.
@@ -134,6 +135,9 @@ class DlrmWorkload : public WorkloadBase {
     schedule_ = lr_schedule(config_);
     return model_->initialized_tensor_names();
   }
+
+  // --save-model: the trained model under DLRM_Net's names.
+  void save_weights(const std::string& path) const override { save_state_dict(official_state(model_, "--save-model"), path); }
 
   DataSummary open_data() override {
     const std::vector<uint64_t> sizes = table_sizes(config_);
@@ -357,11 +361,20 @@ void print_shard_plan(const Config& config, int ranks, std::ostream& out) {
       << " of ids\n";
 }
 
+// checkpoint export: the model a run of `settings` starts from (its tables keyed by the seed, as build() makes
+// them), replicated, under DLRM_Net's names.
+void export_weights(const WorkloadSettings& settings, const std::string& out_path) {
+  seed_torch(settings);
+  Dlrm model(model_options(settings.config, std::nullopt, 0, settings.seed));
+  if (!settings.weights.empty()) load_state_dict(settings.weights, official_state(model, "--weights"));
+  save_state_dict(official_state(model, "checkpoint export"), out_path);
+}
+
 }  // namespace
 
 WorkloadEntry registry_entry() {
   return {"dlrm", "Recommendation: DLRM on the Criteo 1TB click logs, target AUC 0.8025", trainbench_presets_dlrm,
-          kDataset, construct_workload<DlrmWorkload>, bench, make_dataset, prepare_dataset, /*export_weights=*/nullptr,
+          kDataset, construct_workload<DlrmWorkload>, bench, make_dataset, prepare_dataset, export_weights,
           print_shard_plan};
 }
 

@@ -227,6 +227,28 @@ std::vector<std::string> DlrmImpl::initialized_tensor_names() const {
   return names;
 }
 
+StateDict official_state(const Dlrm& model, const std::string& flag) {
+  if (model->sharded())
+    fail(flag, "needs embedding_sharding=replicated: a rank of a sharded model holds only its share of the tables");
+  StateDict state;
+  const std::vector<int64_t>& tables = model->options().table_sizes();
+  int64_t first_row = 0;
+  for (size_t table = 0; table < tables.size(); ++table) {
+    state.push_back({"emb_l." + std::to_string(table) + ".weight", model->embeddings.narrow(0, first_row, tables[table])});
+    first_row += tables[table];
+  }
+  std::vector<std::pair<std::string, std::string>> prefixes;
+  for (size_t i = 0; i < model->options().bottom_mlp().size(); ++i)
+    prefixes.emplace_back("bottom_mlp_dense" + std::to_string(i + 1) + ".", "bot_l." + std::to_string(2 * i) + ".");
+  for (size_t i = 0; i < model->options().top_mlp().size(); ++i)
+    prefixes.emplace_back("top_mlp_dense" + std::to_string(i + 1) + ".", "top_l." + std::to_string(2 * i) + ".");
+  StateDict mlps;
+  for (const auto& item : model->named_parameters())
+    if (item.key() != "embeddings") mlps.push_back({item.key(), item.value()});
+  for (NamedTensor& named : with_renamed_prefixes(std::move(mlps), prefixes)) state.push_back(std::move(named));
+  return state;
+}
+
 Parallelism::Parallelism(dist::Communicator& communicator, dist::GradientSync& mlp_gradients, std::optional<ShardPlan> sharding)
     : communicator(communicator), mlp_gradients(mlp_gradients), sharding(std::move(sharding)) {
   if (!this->sharding) return;

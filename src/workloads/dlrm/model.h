@@ -22,6 +22,7 @@
 
 #include "dist/communicator.h"
 #include "dist/gradient_sync.h"
+#include "workloads/checkpoint.h"
 #include "workloads/training_loop.h"
 
 namespace trainbench::dlrm {
@@ -109,6 +110,13 @@ class DlrmImpl : public torch::nn::Module {
   torch::Tensor pair_rows_, pair_columns_;        // the strictly lower triangle of the 27 x 27 dot matrix
 };
 TORCH_MODULE(Dlrm);
+
+// The model under the v1.1 reference's DLRM_Net names (dlrm_s_pytorch.py, mlperf branch): emb_l.<k>.weight for
+// table k (its row range of `embeddings`), bot_l.<2i> and top_l.<2i> for the MLPs' i-th Linear (create_mlp's
+// Sequential puts a ReLU, or the top's last Sigmoid, at the odd indices, without tensors). The index buffers
+// (table offsets, interaction pairs) have no counterpart: the reference computes them. A sharded model, whose
+// rank holds only its share of the tables, is refused naming `flag` (what asked for the state).
+StateDict official_state(const Dlrm& model, const std::string& flag);
 
 // The reference's LRPolicyScheduler: linear warmup over warmup_steps, constant, then from
 // decay_start_step a polynomial decay with power 2 over decay_steps (floored at 1e-7), then constant at the
