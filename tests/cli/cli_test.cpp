@@ -48,7 +48,7 @@ class CliTest : public ::testing::Test {
     const size_t line = log.find("\"key\": \"eval_accuracy\"");
     if (line == std::string::npos) return "none";
     const size_t value = log.find("\"value\": ", line) + 10;
-    return log.substr(value, log.find(',', value) - value);
+    return log.substr(value, log.find(", \"metadata\"", value) - value);
   }
 
   fs::path dir_;
@@ -318,9 +318,9 @@ TEST_F(CliTest, ARunFromAnExportedInitializationLogsTheSameFirstEvaluation) {
   EXPECT_EQ(reloaded.exit_code, 0) << reloaded.output;
   EXPECT_EQ(trainbench::read_file(trained), trainbench::read_file((dir_ / "again.pt").string()));
 
-  Result refused = run("run maskrcnn --preset tiny --weights " + (dir_ / "seed5.pt").string() + " --out " + (dir_ / "x").string());
+  Result refused = run("run bert --preset tiny --weights " + (dir_ / "seed5.pt").string() + " --out " + (dir_ / "x").string());
   EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_NE(refused.output.find("--weights: maskrcnn cannot read or write model files yet (resnet, ssd, unet3d, rnnt, dlrm, minigo can"),
+  EXPECT_NE(refused.output.find("--weights: bert cannot read or write model files yet (resnet, ssd, maskrcnn, unet3d, rnnt, dlrm, minigo can"),
             std::string::npos)
       << refused.output;
   refused = run("run bert --preset tiny --save-model " + (dir_ / "x").string() + " --out " + (dir_ / "x").string());
@@ -358,6 +358,26 @@ TEST_F(CliTest, ADlrmRunFromAnExportedStateDictLogsTheSameFirstEvaluation) {
   const Result reloaded = run("checkpoint export dlrm --preset tiny --weights " + trained + " --out " + (dir_ / "again.pt").string());
   EXPECT_EQ(reloaded.exit_code, 0) << reloaded.output;
   EXPECT_EQ(trainbench::read_file(trained), trainbench::read_file((dir_ / "again.pt").string()));
+}
+
+// Mask R-CNN's state dict has GeneralizedRCNN's names: a run from the exported initialization logs the same
+// first box and mask mAP as the run of that seed; --weights replaces the preset's backbone_weights.
+TEST_F(CliTest, AMaskRcnnRunFromAnExportedStateDictLogsTheSameFirstEvaluation) {
+  const std::string data = (dir_ / "data").string();
+  ASSERT_EQ(run("data make maskrcnn --preset tiny --out " + data).exit_code, 0);
+  for (const int seed : {5, 6})
+    ASSERT_EQ(run("checkpoint export maskrcnn --preset tiny --seed " + std::to_string(seed) + " --out " +
+                  (dir_ / ("seed" + std::to_string(seed) + ".pt")).string())
+                  .exit_code,
+              0);
+  const std::string flags = "--preset tiny --quiet --threads 1 --seed 5 --set max_epochs=1 --data " + data;
+  const std::string own = first_evaluation("maskrcnn", "own", flags),
+                    imported = first_evaluation("maskrcnn", "imported", flags + " --weights " + (dir_ / "seed5.pt").string() +
+                                                                            " --set backbone_weights=" + (dir_ / "missing.pkl").string()),
+                    other = first_evaluation("maskrcnn", "other", flags + " --weights " + (dir_ / "seed6.pt").string());
+  EXPECT_NE(own, "none");
+  EXPECT_EQ(own, imported);
+  EXPECT_NE(own, other);
 }
 
 // MiniGo's model files are minigo's own `.minigo` frozen graphs: a run from an exported initialization logs the

@@ -3,7 +3,7 @@
 strict=True, runs it in eval mode on the input the C++ test saved, and compares its output with the one
 trainbench's model gave on the same weights.
 
-    /usr/bin/python3 checkpoint_reference.py resnet|ssd|unet3d|rnnt STATE.pt CASE.pt REFERENCE_CODE_DIR
+    /usr/bin/python3 checkpoint_reference.py resnet|ssd|unet3d|rnnt|dlrm|maskrcnn STATE.pt CASE.pt REFERENCE_CODE_DIR
 
 resnet: torchvision's resnet50 (the names the v1.1 reference's ResNet-50 uses). ssd: the v1.1 reference's
 SSD300 with its ResNet-34 body (single_stage_detector/ssd/ssd300.py, base_model.py), built from a
@@ -11,13 +11,19 @@ torchvision resnet34 file written here so that nothing is downloaded. unet3d: th
 (image_segmentation/pytorch/model/unet3d.py), with stand-ins for the mlperf_logging calls its layers make
 while they are built. rnnt: the v1.1 reference's RNNT (rnn_speech_recognition/pytorch/rnnt/model.py) with
 the reference preset's sizes; its dense (B, T, U + 1, classes) logits are compared at each utterance's valid
-cells, the rows trainbench's packed joint computes. Exit 77 when the reference code is absent.
+cells, the rows trainbench's packed joint computes. dlrm: the reference's DLRM_Net from the checkout
+TRAINBENCH_DLRM_REFERENCE_DIR names, on one id per table and sample. maskrcnn: the reference's GeneralizedRCNN
+(object_detection/pytorch/maskrcnn_benchmark, built from configs/e2e_mask_rcnn_R_50_FPN_1x.yaml with stand-ins
+for yacs and the compiled ops), its backbone's P2..P6 compared. Exit 77 when the reference code is absent.
 """
+import ast
+import copy
 import os
 import sys
 import types
 
 import torch
+import yaml
 
 
 def official_unet3d(code_dir):
@@ -74,20 +80,80 @@ def official_rnnt(code_dir):
                 weights_init_scale=0.5)
 
 
+class Unused(types.ModuleType):
+    """A module the reference imports for what building and running its model does not touch (export, metrics,
+    progress bars, logging, compiled ops of other paths)."""
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: None
+
+
+class ConfigNode(dict):
+    """Stands in for yacs' CfgNode, which Debian does not package: maskrcnn_benchmark's config/defaults.py builds
+    its defaults from it and the YAML file overrides them (strings are Python literals, as yacs reads them)."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        for key, value in (values or {}).items():
+            self[key] = ConfigNode(value) if isinstance(value, dict) else value
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name)
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+    def merge(self, overrides):
+        for key, value in overrides.items():
+            if key not in self:
+                raise KeyError(f"{key} is not a maskrcnn_benchmark setting")
+            if isinstance(value, dict):
+                self[key].merge(value)
+                continue
+            if isinstance(value, str) and not isinstance(self[key], str):
+                value = ast.literal_eval(value)
+            self[key] = tuple(value) if isinstance(self[key], tuple) and isinstance(value, list) else value
+
+    def merge_from_file(self, path):
+        with open(path) as file:
+            self.merge(yaml.safe_load(file))
+
+    def clone(self):
+        return copy.deepcopy(self)
+
+
+def official_maskrcnn(code_dir):
+    """GeneralizedRCNN of the v1.1 reference built from configs/e2e_mask_rcnn_R_50_FPN_1x.yaml."""
+    root = os.path.join(code_dir, "mlcommons-training", "object_detection", "pytorch")
+    if not os.path.isfile(os.path.join(root, "configs", "e2e_mask_rcnn_R_50_FPN_1x.yaml")):
+        sys.exit(77)
+    yacs_config = types.ModuleType("yacs.config")
+    yacs_config.CfgNode = ConfigNode
+    sys.modules["yacs"] = types.ModuleType("yacs")
+    sys.modules["yacs.config"] = yacs_config
+    # The compiled ops (NMS, RoIAlign, ...) and OpenCV serve inference and keypoints, not building the model
+    # or its backbone's forward.
+    for name in ["maskrcnn_benchmark._C", "cv2"]:
+        sys.modules[name] = Unused(name)
+    import numpy as np
+    np.float = float  # anchor_generator.py predates NumPy 1.24, which removed the alias
+    sys.path.insert(0, root)
+    from maskrcnn_benchmark.config import cfg  # noqa: E402  (the reference's own defaults)
+    from maskrcnn_benchmark.modeling.detector import build_detection_model  # noqa: E402
+    cfg.merge_from_file(os.path.join(root, "configs", "e2e_mask_rcnn_R_50_FPN_1x.yaml"))
+    return build_detection_model(cfg)
+
+
 def official_dlrm(case):
     """DLRM_Net of the v1.1 reference (facebookresearch/dlrm, mlperf branch, dlrm_s_pytorch.py), from the
     checkout TRAINBENCH_DLRM_REFERENCE_DIR names: it is not in ../shared."""
     root = os.environ.get("TRAINBENCH_DLRM_REFERENCE_DIR", "")
     if not os.path.isfile(os.path.join(root, "dlrm_s_pytorch.py")):
         sys.exit(77)
-
-    class Unused(types.ModuleType):
-        """What dlrm_s_pytorch.py imports for export, metrics, progress bars and logging, none of which
-        building and running the model touches."""
-        def __getattr__(self, name):
-            if name.startswith("__"):
-                raise AttributeError(name)
-            return lambda *args, **kwargs: None
 
     for name in ["onnx", "sklearn", "sklearn.metrics", "tqdm", "mlperf_logger"]:
         sys.modules[name] = Unused(name)
@@ -134,6 +200,8 @@ def main():
         model = official_rnnt(code_dir)
     elif benchmark == "dlrm":
         model = official_dlrm(torch.load(case_path))
+    elif benchmark == "maskrcnn":
+        model = official_maskrcnn(code_dir)
     else:
         sys.exit(f"unknown benchmark {benchmark}")
     state = torch.load(state_path)
@@ -147,6 +215,8 @@ def main():
             output = rnnt_valid_cells(model, case)
         elif benchmark == "dlrm":
             output = dlrm_probabilities(model, case)
+        elif benchmark == "maskrcnn":  # the backbone's P2..P6
+            output = torch.cat([level.flatten() for level in model.backbone(case["input"])])
         else:
             output = model(case["input"])
     if isinstance(output, (tuple, list)):  # SSD300: (locations, class scores)

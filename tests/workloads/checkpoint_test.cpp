@@ -18,6 +18,7 @@
 #include "workloads/rnnt/model.h"
 #include "workloads/ssd/model.h"
 #include "workloads/dlrm/model.h"
+#include "workloads/maskrcnn/model.h"
 #include "workloads/unet3d/model.h"
 
 namespace trainbench {
@@ -159,6 +160,41 @@ TEST_F(CheckpointTest, ExportedRnntLoadsIntoTheReferenceClassStrictlyAndGivesThe
   lengths.insert("token_counts", token_counts);
   if (!official_model_agrees("rnnt", state, features, model->joint(encoded, predicted, cells), lengths))
     GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
+}
+
+// The reference preset's Mask R-CNN (without ImageNet weights, which are not here) in the reference's own
+// GeneralizedRCNN, built from its R-50-FPN config: every tensor loads strictly, the anchors included, and the
+// backbone gives the same P2..P6 on a 64 x 96 image. Loading a file of another configuration is refused.
+TEST_F(CheckpointTest, ExportedMaskRcnnLoadsIntoTheReferenceGeneralizedRcnnStrictlyAndGivesTheSameFeatures) {
+  const std::string state = export_reference_model("maskrcnn", {"pretrained_backbone=false"});
+  const WorkloadEntry& entry = find_workload("maskrcnn");
+  const Config config = preset_config(entry, "reference", {"pretrained_backbone=false"});
+  maskrcnn::MaskRcnn model(maskrcnn::MaskRcnnOptions()
+                               .num_classes(config.integer("num_classes"))
+                               .body_widths(config.integers("body_widths"))
+                               .frozen_batch_norm(true));
+  const StateDict official = maskrcnn::official_state(model);
+  load_state_dict(state, official);
+  maskrcnn::check_official_anchors(model, official, state);
+  model->eval();
+  torch::manual_seed(4);
+  const torch::Tensor image = torch::randn({1, 3, 64, 96}) * 50;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> levels;
+  for (const torch::Tensor& level : model->features(image)) levels.push_back(level.flatten());
+  const bool ran = official_model_agrees("maskrcnn", state, image, torch::cat(levels));
+
+  maskrcnn::MaskRcnn other_anchors(maskrcnn::MaskRcnnOptions()
+                                       .num_classes(config.integer("num_classes"))
+                                       .body_widths(config.integers("body_widths"))
+                                       .frozen_batch_norm(true)
+                                       .anchor_sizes({16, 32, 64, 128, 256}));
+  const StateDict other = maskrcnn::official_state(other_anchors);
+  load_state_dict(state, other);
+  EXPECT_NE(error_message([&] { maskrcnn::check_official_anchors(other_anchors, other, state); })
+                .find("rpn.anchor_generator.cell_anchors.0 differs from this model's anchors"),
+            std::string::npos);
+  if (!ran) GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
 }
 
 // DLRM_Net is not in ../shared: the test runs where TRAINBENCH_DLRM_REFERENCE_DIR names a checkout of

@@ -198,6 +198,26 @@ void append_results(const ImageDetections& found, const ImageSize& resized, int 
   }
 }
 
+// The model a run starts from: `weights` (a file of official_state's names: the whole model, so
+// backbone_weights is not read), else the body's ImageNet weights where the preset names them, else the seeded
+// initialization; a preset that says pretrained_backbone needs one of the two files.
+void start_from_weights(MaskRcnn& model, const Config& config, const std::string& weights) {
+  if (!weights.empty()) {
+    const StateDict state = official_state(model);
+    load_state_dict(weights, state);
+    check_official_anchors(model, state, weights);
+    return;
+  }
+  const std::string backbone = config.string("backbone_weights");
+  if (!backbone.empty())
+    model->load_backbone(backbone);
+  else if (config.boolean("pretrained_backbone"))
+    fail(config.name() + ": backbone_weights",
+         "the preset starts from ImageNet weights; pass --set backbone_weights=PATH: Detectron's MSRA R-50.pkl, or "
+         "torchvision's resnet50 converted by scripts/convert_resnet50_backbone.py with --set "
+         "backbone_weights_source=torchvision (docs/maskrcnn.md), or a whole model with --weights");
+}
+
 class MaskRcnnWorkload : public WorkloadBase {
  public:
   explicit MaskRcnnWorkload(WorkloadSettings settings)
@@ -234,14 +254,7 @@ class MaskRcnnWorkload : public WorkloadBase {
     seed_torch(settings_);
     require_data_dir(kCocoTree);
     model_ = MaskRcnn(model_options(config_, communicator_->world()));
-    const std::string weights = config_.string("backbone_weights");
-    if (!weights.empty())
-      model_->load_backbone(weights);
-    else if (config_.boolean("pretrained_backbone"))
-      fail(config_.name() + ": backbone_weights",
-           "the preset starts from ImageNet weights; pass --set backbone_weights=PATH: Detectron's MSRA R-50.pkl, or "
-           "torchvision's resnet50 converted by scripts/convert_resnet50_backbone.py with --set "
-           "backbone_weights_source=torchvision (docs/maskrcnn.md)");
+    start_from_weights(model_, config_, settings_.weights);
     model_->to(device_);
     model_->train();
     optimizer_.emplace(make_optimizer(model_, config_));
@@ -249,6 +262,9 @@ class MaskRcnnWorkload : public WorkloadBase {
     loop_.emplace(config_, device_, model_->parameters(), &*gradients_);
     return MaskRcnnImpl::mlperf_tensor_names();
   }
+
+  // --save-model: the trained model under GeneralizedRCNN's names.
+  void save_weights(const std::string& path) const override { save_state_dict(official_state(model_), path); }
 
   DataSummary open_data() override {
     const fs::path root(settings_.data_dir);
@@ -423,6 +439,15 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   out << line;
 }
 
+// checkpoint export: the model a run of `settings` starts from (the seeded initialization with the preset's body
+// weights, or --weights), under GeneralizedRCNN's names.
+void export_weights(const WorkloadSettings& settings, const std::string& out_path) {
+  seed_torch(settings);
+  MaskRcnn model(model_options(settings.config, 1));
+  start_from_weights(model, settings.config, settings.weights);
+  save_state_dict(official_state(model), out_path);
+}
+
 }  // namespace
 
 WorkloadEntry registry_entry() {
@@ -430,7 +455,7 @@ WorkloadEntry registry_entry() {
           "Heavy object detection: Mask R-CNN with a ResNet-50-FPN backbone on COCO 2017, target box mAP 0.377 and mask "
           "mAP 0.339",
           trainbench_presets_maskrcnn, kCocoTree, construct_workload<MaskRcnnWorkload>, bench,
-          make_generated_coco_dataset, /*prepare_dataset=*/nullptr, /*export_weights=*/nullptr};
+          make_generated_coco_dataset, /*prepare_dataset=*/nullptr, export_weights};
 }
 
 }  // namespace trainbench::maskrcnn

@@ -632,4 +632,54 @@ TrainingStep training_step(MaskRcnn model, torch::optim::SGD& optimizer, std::ve
   return step;
 }
 
+
+namespace {
+
+// The cell anchors of the reference's AnchorGenerator, level by level, as this model's options make them.
+std::vector<torch::Tensor> model_cell_anchors(const MaskRcnnOptions& options) {
+  std::vector<torch::Tensor> anchors;
+  const std::vector<int64_t> strides = MaskRcnnOptions::strides();
+  for (size_t level = 0; level < strides.size(); ++level)
+    anchors.push_back(detection::cell_anchors(strides[level], options.anchor_sizes()[level], options.aspect_ratios()));
+  return anchors;
+}
+
+constexpr const char* kCellAnchors = "rpn.anchor_generator.cell_anchors.";
+
+}  // namespace
+
+StateDict official_state(const MaskRcnn& model) {
+  StateDict own;
+  for (const NamedTensor& named : module_state(*model))
+    if (named.name.find("num_batches_tracked") == std::string::npos) own.push_back(named);
+  StateDict state = with_renamed_prefixes(std::move(own), {{"body.conv1.", "backbone.body.stem.conv1."},
+                                                           {"body.bn1.", "backbone.body.stem.bn1."},
+                                                           {"body.", "backbone.body."},
+                                                           {"fpn_", "backbone.fpn.fpn_"},
+                                                           {"rpn_conv.", "rpn.head.conv."},
+                                                           {"rpn_cls_logits.", "rpn.head.cls_logits."},
+                                                           {"rpn_bbox_pred.", "rpn.head.bbox_pred."},
+                                                           {"fc6.", "roi_heads.box.feature_extractor.fc6."},
+                                                           {"fc7.", "roi_heads.box.feature_extractor.fc7."},
+                                                           {"cls_score.", "roi_heads.box.predictor.cls_score."},
+                                                           {"bbox_pred.", "roi_heads.box.predictor.bbox_pred."},
+                                                           {"mask_fcn_logits.", "roi_heads.mask.predictor.mask_fcn_logits."},
+                                                           {"mask_fcn", "roi_heads.mask.feature_extractor.mask_fcn"},
+                                                           {"conv5_mask.", "roi_heads.mask.predictor.conv5_mask."}});
+  const std::vector<torch::Tensor> anchors = model_cell_anchors(model->options());
+  for (size_t level = 0; level < anchors.size(); ++level)
+    state.push_back({kCellAnchors + std::to_string(level), anchors[level].clone()});
+  return state;
+}
+
+void check_official_anchors(const MaskRcnn& model, const StateDict& state, const std::string& path) {
+  const std::vector<torch::Tensor> anchors = model_cell_anchors(model->options());
+  for (const NamedTensor& named : state) {
+    if (named.name.rfind(kCellAnchors, 0) != 0) continue;
+    const size_t level = std::stoul(named.name.substr(std::string(kCellAnchors).size()));
+    if (!torch::allclose(named.tensor.to(torch::kCPU, torch::kFloat32), anchors.at(level).to(torch::kFloat32)))
+      fail(path, named.name + " differs from this model's anchors (anchor_sizes and aspect_ratios): the file is of another configuration");
+  }
+}
+
 }  // namespace trainbench::maskrcnn

@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "detection/rcnn_ops.h"
+#include "workloads/checkpoint.h"
 #include "workloads/training_loop.h"
 
 namespace trainbench::maskrcnn {
@@ -203,5 +204,17 @@ torch::Tensor rois_of(const std::vector<torch::Tensor>& boxes_per_image);
 TrainingStep training_step(MaskRcnn model, torch::optim::SGD& optimizer, std::vector<double> group_learning_rates,
                            torch::Tensor images, std::vector<ImageSize> sizes, std::vector<ImageTarget> targets,
                            at::Generator& generator);
+
+// The model under the names of the v1.1 reference's GeneralizedRCNN (maskrcnn_benchmark built from
+// configs/e2e_mask_rcnn_R_50_FPN_1x.yaml): backbone.body.stem.conv1, backbone.body.layer3.0.downsample.1.running_var,
+// backbone.fpn.fpn_inner2, rpn.head.conv / cls_logits / bbox_pred, roi_heads.box.feature_extractor.fc6,
+// roi_heads.box.predictor.cls_score, roi_heads.mask.feature_extractor.mask_fcn1, roi_heads.mask.predictor.conv5_mask,
+// ..., and the anchor generator's five cell_anchors buffers, which trainbench computes from the options instead:
+// their entries are copies, and check_official_anchors compares what a file put there. Batch norms carry no
+// num_batches_tracked (the reference's are FrozenBatchNorm2d, which has none and no epsilon).
+StateDict official_state(const MaskRcnn& model);
+// Throws Error naming `path` when the cell anchors `state` (official_state's, after loading `path`) holds differ
+// from the model's anchor sizes and aspect ratios.
+void check_official_anchors(const MaskRcnn& model, const StateDict& state, const std::string& path);
 
 }  // namespace trainbench::maskrcnn
