@@ -10,6 +10,7 @@ checkpoint: {"model": state_dict} or a bare state_dict with Hugging Face names. 
   - renames LayerNorm gamma/beta to weight/bias (older converters keep the TF names),
   - drops cls.predictions.decoder.weight (it must equal the word embeddings: trainbench ties them) and a
     decoder bias equal to cls.predictions.bias, and non-parameter buffers such as position_ids,
+  - drops the rows NVIDIA's converter pads the 30,522-token vocabulary with (to 30,528),
   - checks that exactly the BERT-Large parameter names remain, with the expected shapes,
 and writes float32 contiguous tensors.
 """
@@ -58,6 +59,11 @@ def convert(state):
     if decoder_bias is not None and not torch.equal(decoder_bias, converted["cls.predictions.bias"]):
         sys.exit("cls.predictions.decoder.bias differs from cls.predictions.bias")
     converted.pop("bert.embeddings.position_ids", None)
+    # NVIDIA's convert_tf_checkpoint.py pads the vocabulary to a multiple of 8 (30,528 rows); the padding rows
+    # are not tokens.
+    for name in ("bert.embeddings.word_embeddings.weight", "cls.predictions.bias"):
+        if name in converted and converted[name].shape[0] == 30528:
+            converted[name] = converted[name][:30522]
     return converted
 
 

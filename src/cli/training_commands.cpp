@@ -50,14 +50,6 @@ int default_threads() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks);
 }
 
-// --weights, --save-model and checkpoint export: the benchmarks whose official model files are mapped.
-void require_weights_support(const WorkloadEntry& entry, const std::string& flag) {
-  if (!entry.export_weights)
-    fail(flag, entry.name + " cannot read or write model files yet (" +
-                          benchmark_names([](const WorkloadEntry& other) { return bool(other.export_weights); }) +
-                          " can; docs/checkpoints.md)");
-}
-
 // The results folders a run creates (--out, the system's, the benchmark's), created before any training so
 // that an unwritable --out fails first. Those still empty when the run ends (it was refused while the workload
 // opened its data, before any log was reserved) are removed again: a refused run leaves nothing behind.
@@ -122,8 +114,8 @@ struct WorkloadFlags {
     command->add_option("--device", device, "Compute device: auto (CUDA when available), cpu or cuda")
         ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     command->add_option("--weights", weights,
-                        "Start from this state dict (`trainbench checkpoint export`'s format: the official "
-                        "implementation's names) instead of the seeded initialization")
+                        "Start from this model file (`trainbench checkpoint export`'s format: a state dict under the "
+                        "official implementation's names; MiniGo: a .minigo file) instead of the seeded initialization")
         ->check(CLI::ExistingFile);
     command->add_flag("--skip-corrupt", skip_corrupt, "Skip unreadable images and count them in the log instead of failing");
     command->add_option("--comm-timeout", comm_timeout,
@@ -149,7 +141,6 @@ struct WorkloadFlags {
     settings.device = device;
     settings.skip_corrupt = skip_corrupt;
     settings.weights = weights;
-    if (!weights.empty()) require_weights_support(entry, "--weights");
     if (!entry.uses_dataset()) {
       if (!data_dir.empty()) fail("--data", entry.name + " has no dataset (it learns from its own self-play)");
     } else if (!data_dir.empty()) {
@@ -272,7 +263,6 @@ void add_run_command(CLI::App& app, CommandContext& context) {
     require_utf8("--org", submission->org);
     const WorkloadEntry& entry = find_workload(flags->benchmark);
     if (flags->printed_settings_help(entry)) return;
-    if (!save_model->empty()) require_weights_support(entry, "--save-model");
     WorkloadSettings settings = flags->settings(entry, true);
     const auto ranks = RankSession::join(flags->comm_timeout);
     settings.communicator = ranks->communicator();
@@ -487,16 +477,15 @@ void add_checkpoint_command(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   auto seed = std::make_shared<int64_t>(0);
   command->add_option("benchmark", *benchmark,
-                      "Benchmark (" + benchmark_names([](const WorkloadEntry& entry) { return bool(entry.export_weights); }) + ")")
+                      "Benchmark (" + benchmark_names() + ")")
       ->required();
   command->add_option("--preset", *preset, "Preset whose model to build")->capture_default_str();
   command->add_option("--set", *overrides, "Override a preset setting, key=value (repeatable)");
   command->add_option("--seed", *seed, "Seed of the initialization, as run's --seed")->capture_default_str()->check(whole_number(0, INT32_MAX));
-  command->add_option("--weights", *weights, "Start from this state dict instead (e.g. to check or re-save one)")->check(CLI::ExistingFile);
+  command->add_option("--weights", *weights, "Start from this model file instead (e.g. to check or re-save one)")->check(CLI::ExistingFile);
   command->add_option("--out", *out, "The file to write (a .pt state dict; MiniGo: a .minigo file)")->required();
   command->callback([=] {
     const WorkloadEntry& entry = find_workload(*benchmark);
-    require_weights_support(entry, "checkpoint export");
     WorkloadSettings settings;
     settings.config = preset_config(entry, *preset, *overrides);
     settings.seed = *seed;

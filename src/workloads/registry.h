@@ -27,8 +27,8 @@ struct WorkloadSettings {
   std::string device = "auto";   // "cpu", "cuda", or "auto" (CUDA when this LibTorch has a GPU)
   int64_t seed = 0;
   bool skip_corrupt = false;     // skip unreadable samples (counted in the log) instead of failing
-  // --weights: a state dict in `checkpoint export`'s format to start from instead of the seeded
-  // initialization; empty: none. Only benchmarks with WorkloadEntry::export_weights read it.
+  // --weights: a model file in `checkpoint export`'s format to start from instead of the seeded
+  // initialization; empty: none.
   std::string weights;
   // The ranks training together (data parallel). Null means this process alone. The preset's batch
   // size is the global batch; each rank trains batch_size / world of it.
@@ -64,8 +64,8 @@ struct WorkloadEntry {
   std::function<void(const Config&, const std::string& in_dir, const std::string& out_dir)> prepare_dataset;
   // `checkpoint export`: writes the model a run of these settings starts from (the seeded initialization, or
   // --weights) as a PyTorch state dict under the official implementation's names (workloads/checkpoint.h), or
-  // as MiniGo's `.minigo` file (minigo/model_file.h).
-  // Empty for the benchmarks whose official names are not mapped yet; they refuse --weights.
+  // as MiniGo's `.minigo` file (minigo/model_file.h). Every benchmark has one; --weights and --save-model use
+  // the same format.
   std::function<void(const WorkloadSettings&, const std::string& out_path)> export_weights;
   // bench --shard-plan N: how the model's parameters lie over N ranks, and each rank's bytes. Empty for the
   // benchmarks that replicate their whole model on every rank.

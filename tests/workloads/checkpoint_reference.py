@@ -3,7 +3,7 @@
 strict=True, runs it in eval mode on the input the C++ test saved, and compares its output with the one
 trainbench's model gave on the same weights.
 
-    /usr/bin/python3 checkpoint_reference.py resnet|ssd|unet3d|rnnt|dlrm|maskrcnn STATE.pt CASE.pt REFERENCE_CODE_DIR
+    /usr/bin/python3 checkpoint_reference.py resnet|ssd|unet3d|rnnt|dlrm|maskrcnn|bert STATE.pt CASE.pt REFERENCE_CODE_DIR
 
 resnet: torchvision's resnet50 (the names the v1.1 reference's ResNet-50 uses). ssd: the v1.1 reference's
 SSD300 with its ResNet-34 body (single_stage_detector/ssd/ssd300.py, base_model.py), built from a
@@ -14,7 +14,9 @@ the reference preset's sizes; its dense (B, T, U + 1, classes) logits are compar
 cells, the rows trainbench's packed joint computes. dlrm: the reference's DLRM_Net from the checkout
 TRAINBENCH_DLRM_REFERENCE_DIR names, on one id per table and sample. maskrcnn: the reference's GeneralizedRCNN
 (object_detection/pytorch/maskrcnn_benchmark, built from configs/e2e_mask_rcnn_R_50_FPN_1x.yaml with stand-ins
-for yacs and the compiled ops), its backbone's P2..P6 compared. Exit 77 when the reference code is absent.
+for yacs and the compiled ops), its backbone's P2..P6 compared. bert: NVIDIA's v1.1 BertForPretraining
+(nvidia-v1.1/.../bert/implementations/pytorch/modeling.py, unfused, with stand-ins for apex and NVIDIA's CUDA
+extensions). Exit 77 when the reference code is absent.
 """
 import ast
 import copy
@@ -86,7 +88,10 @@ class Unused(types.ModuleType):
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        return lambda *args, **kwargs: None
+        return Unused(name)  # attributes of attributes (apex.amp.half_function), each callable
+
+    def __call__(self, *args, **kwargs):
+        return None
 
 
 class ConfigNode(dict):
@@ -148,6 +153,44 @@ def official_maskrcnn(code_dir):
     return build_detection_model(cfg)
 
 
+def official_bert(code_dir, case):
+    """NVIDIA's v1.1 BertForPretraining (benchmarks/bert/implementations/pytorch/modeling.py), configured as its
+    convert_tf_checkpoint.py configures it (every fused path off, the vocabulary padded to a multiple of 8)."""
+    root = os.path.join(code_dir, "nvidia-v1.1", "NVIDIA", "benchmarks", "bert", "implementations", "pytorch")
+    if not os.path.isfile(os.path.join(root, "modeling.py")):
+        sys.exit(77)
+    # modeling.py imports apex's fused layers and NVIDIA's CUDA extensions for the fused paths, and boto3,
+    # requests and tqdm for downloads; the unfused model uses none of them. apex.contrib.layer_norm stays
+    # missing, so model/layers/layernorm.py takes its own BertLayerNorm.
+    for name in ["apex", "apex.contrib", "apex.contrib.multihead_attn", "apex.fused_dense", "mhalib", "fmhalib",
+                 "mlp_cuda", "boto3", "botocore", "botocore.exceptions", "requests", "tqdm"]:
+        sys.modules[name] = Unused(name)
+    torch._C._jit_set_nvfuser_enabled = lambda enabled: False  # a CUDA-only switch activations.py flips
+    sys.path.insert(0, root)
+    import modeling  # noqa: E402  (NVIDIA's own classes)
+    config = modeling.BertConfig.from_dict({
+        "vocab_size": int(case["vocab_size"]), "hidden_size": int(case["hidden"]),
+        "num_hidden_layers": int(case["layers"]), "num_attention_heads": int(case["heads"]),
+        "intermediate_size": int(case["intermediate"]), "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": int(case["max_positions"]),
+        "type_vocab_size": 2, "initializer_range": 0.02})
+    config.vocab_size += -config.vocab_size % 8
+    for flag in ["pad", "unpad", "dense_seq_output", "fused_mha", "fused_gelu_bias", "fuse_qkv", "fuse_scale",
+                 "fuse_mask", "fuse_dropout", "apex_softmax", "unpad_fmha", "pad_fmha", "fused_bias_mha",
+                 "fused_dropout_add", "fused_bias_fc", "fused_bias_fc_loss_head"]:
+        setattr(config, flag, False)
+    config.enable_stream = True  # as convert_tf_checkpoint.py sets it when pad is off
+    config.max_seq_length = case["input"].size(1)
+    return modeling.BertForPretraining(config)
+
+
+def bert_logits(model, case):
+    """The masked-LM logits at every position (the real vocabulary's columns) and the next-sentence logits."""
+    scores, next_sentence = model(case["input"], case["segments"], case["mask"])
+    vocab = int(case["vocab_size"])
+    return torch.cat([scores[..., :vocab].flatten(), next_sentence.flatten()])
+
+
 def official_dlrm(case):
     """DLRM_Net of the v1.1 reference (facebookresearch/dlrm, mlperf branch, dlrm_s_pytorch.py), from the
     checkout TRAINBENCH_DLRM_REFERENCE_DIR names: it is not in ../shared."""
@@ -202,6 +245,8 @@ def main():
         model = official_dlrm(torch.load(case_path))
     elif benchmark == "maskrcnn":
         model = official_maskrcnn(code_dir)
+    elif benchmark == "bert":
+        model = official_bert(code_dir, torch.load(case_path))
     else:
         sys.exit(f"unknown benchmark {benchmark}")
     state = torch.load(state_path)
@@ -215,6 +260,8 @@ def main():
             output = rnnt_valid_cells(model, case)
         elif benchmark == "dlrm":
             output = dlrm_probabilities(model, case)
+        elif benchmark == "bert":
+            output = bert_logits(model, case)
         elif benchmark == "maskrcnn":  # the backbone's P2..P6
             output = torch.cat([level.flatten() for level in model.backbone(case["input"])])
         else:

@@ -17,6 +17,7 @@
 #include "workloads/resnet/model.h"
 #include "workloads/rnnt/model.h"
 #include "workloads/ssd/model.h"
+#include "workloads/bert/model.h"
 #include "workloads/dlrm/model.h"
 #include "workloads/maskrcnn/model.h"
 #include "workloads/unet3d/model.h"
@@ -195,6 +196,44 @@ TEST_F(CheckpointTest, ExportedMaskRcnnLoadsIntoTheReferenceGeneralizedRcnnStric
                 .find("rpn.anchor_generator.cell_anchors.0 differs from this model's anchors"),
             std::string::npos);
   if (!ran) GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
+}
+
+// The mini preset's BERT in NVIDIA's v1.1 BertForPretraining (modeling.py with the unfused layers
+// convert_tf_checkpoint.py sets, the vocabulary padded to a multiple of 8): every tensor loads strictly and the
+// masked-LM logits at every position and the next-sentence logits agree. The file reads back into trainbench.
+TEST_F(CheckpointTest, ExportedBertLoadsIntoNvidiasBertForPretrainingStrictlyAndGivesTheSameLogits) {
+  const WorkloadEntry& entry = find_workload("bert");
+  WorkloadSettings settings;
+  settings.config = preset_config(entry, "mini", {"precision=fp32"});
+  settings.seed = 3;
+  const std::string state = path("bert.pt");
+  entry.export_weights(settings, state);
+  const Config& config = settings.config;
+  bert::BertForPreTraining model(bert::BertOptions()
+                                     .vocab_size(config.integer("vocab_size"))
+                                     .hidden(config.integer("hidden"))
+                                     .layers(config.integer("layers"))
+                                     .heads(config.integer("heads"))
+                                     .intermediate(config.integer("intermediate"))
+                                     .max_positions(config.integer("max_positions")));
+  bert::load_checkpoint(model, state);
+  model->eval();
+  torch::manual_seed(4);
+  const int64_t batch = 2, length = 16;
+  const torch::Tensor ids = torch::randint(config.integer("vocab_size"), {batch, length});
+  const torch::Tensor segments = torch::cat({torch::zeros({batch, length / 2}), torch::ones({batch, length / 2})}, 1).to(torch::kLong);
+  torch::Tensor mask = torch::ones({batch, length}, torch::kLong);
+  mask.index_put_({1, torch::indexing::Slice(12)}, 0);  // the second sequence is 12 tokens long
+  torch::NoGradGuard no_grad;
+  const bert::BertOutputs outputs = model->forward(ids, segments, mask, torch::arange(batch * length));
+  const torch::Tensor logits = torch::cat({model->masked_lm_logits(outputs.masked_lm_features).flatten(), outputs.next_sentence_logits.flatten()});
+  c10::Dict<std::string, torch::Tensor> extra;
+  extra.insert("segments", segments);
+  extra.insert("mask", mask);
+  for (const char* key : {"vocab_size", "hidden", "layers", "heads", "intermediate", "max_positions"})
+    extra.insert(key, torch::tensor(config.integer(key)));
+  if (!official_model_agrees("bert", state, ids, logits, extra))
+    GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
 }
 
 // DLRM_Net is not in ../shared: the test runs where TRAINBENCH_DLRM_REFERENCE_DIR names a checkout of

@@ -19,7 +19,10 @@ TEST(Registry, EveryBenchmarkFolderIsRegisteredAndNothingElse) {
   std::set<std::string> folders, registered;
   for (const auto& item : fs::directory_iterator(TRAINBENCH_WORKLOADS_SOURCE_DIR))
     if (item.is_directory()) folders.insert(item.path().filename().string());
-  for (const auto& entry : workload_registry()) registered.insert(entry.name);
+  for (const auto& entry : workload_registry()) {
+    registered.insert(entry.name);
+    EXPECT_TRUE(entry.export_weights) << entry.name << ": checkpoint export, --weights and --save-model need it";
+  }
   EXPECT_EQ(folders, registered);
 }
 

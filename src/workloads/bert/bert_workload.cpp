@@ -178,7 +178,9 @@ class BertWorkload : public WorkloadBase {
     require_data_dir(kDataset);
     model_ = BertForPreTraining(model_options(config_));
     const std::string checkpoint = config_.string("init_checkpoint");
-    if (!checkpoint.empty()) {
+    if (!settings_.weights.empty()) {  // instead of init_checkpoint
+      load_checkpoint(model_, settings_.weights);
+    } else if (!checkpoint.empty()) {
       // A relative path is inside the dataset directory, where the MLPerf package keeps its checkpoint.
       const fs::path path = fs::path(checkpoint).is_absolute() ? fs::path(checkpoint) : fs::path(settings_.data_dir) / checkpoint;
       load_checkpoint(model_, path.string());
@@ -194,6 +196,9 @@ class BertWorkload : public WorkloadBase {
     initialized.push_back("cls/predictions/decoder/kernel");  // the rules list the tied decoder separately
     return initialized;
   }
+
+  // --save-model: the trained model as NVIDIA's BertForPretraining state dict.
+  void save_weights(const std::string& path) const override { save_official_checkpoint(model_, path); }
 
   DataSummary open_data() override {
     train_.emplace(data::list_bert_shards((fs::path(settings_.data_dir) / "train").string()));
@@ -313,12 +318,21 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
                      "seq " + std::to_string(seq) + ", " + std::to_string(preds) + " predictions");
 }
 
+// checkpoint export: the model a run of `settings` starts from (the seeded initialization, or --weights; the
+// preset's init_checkpoint is a run's, read from its dataset directory), as NVIDIA's BertForPretraining state dict.
+void export_weights(const WorkloadSettings& settings, const std::string& out_path) {
+  seed_torch(settings);
+  BertForPreTraining model(model_options(settings.config));
+  if (!settings.weights.empty()) load_checkpoint(model, settings.weights);
+  save_official_checkpoint(model, out_path);
+}
+
 }  // namespace
 
 WorkloadEntry registry_entry() {
   return {"bert", "Language model: BERT-Large pre-training on Wikipedia, target masked-LM accuracy 0.720",
           trainbench_presets_bert, kDataset, construct_workload<BertWorkload>, bench, make_dataset,
-          /*prepare_dataset=*/nullptr, /*export_weights=*/nullptr};
+          /*prepare_dataset=*/nullptr, export_weights};
 }
 
 }  // namespace trainbench::bert

@@ -6,9 +6,22 @@
 #include <limits>
 
 #include "util/error.h"
+#include "workloads/checkpoint.h"
 #include "workloads/bert/dense.h"
 
 namespace trainbench::bert {
+
+namespace {
+
+constexpr const char* kWordEmbeddings = "bert.embeddings.word_embeddings.weight";
+constexpr const char* kDecoderWeight = "cls.predictions.decoder.weight";
+constexpr const char* kOutputBias = "cls.predictions.bias";
+
+// NVIDIA's modeling.py users (run_pretraining.py, convert_tf_checkpoint.py) pad the vocabulary to a multiple
+// of 8 before building the model.
+int64_t padded_vocab_size(int64_t vocab) { return (vocab + 7) / 8 * 8; }
+
+}  // namespace
 
 namespace {
 
@@ -268,12 +281,27 @@ void load_checkpoint(BertForPreTraining& model, const std::string& path) {
   } catch (const c10::Error& error) {
     fail(path, std::string("is not a torch.save'd dict of tensors: ") + error.what_without_backtrace());
   }
+  if (loaded.isGenericDict() && loaded.toGenericDict().size() == 1 && loaded.toGenericDict().contains("model"))
+    loaded = loaded.toGenericDict().at("model");  // {"model": state_dict}, as NVIDIA's converter saves it
   if (!loaded.isGenericDict()) fail(path, "expected a dict {parameter name: tensor} (see docs/bert-checkpoint.md)");
   std::map<std::string, torch::Tensor> tensors;
   for (const auto& entry : loaded.toGenericDict()) {
     if (!entry.key().isString() || !entry.value().isTensor())
       fail(path, "expected a dict of string names to tensors (see docs/bert-checkpoint.md)");
     tensors[entry.key().toStringRef()] = entry.value().toTensor();
+  }
+  // NVIDIA's layout: the vocabulary rows past vocab_size, up to the next multiple of 8, are padding.
+  const int64_t vocab = model->options().vocab_size(), padded = padded_vocab_size(vocab);
+  for (const char* name : {kWordEmbeddings, kDecoderWeight, kOutputBias}) {
+    const auto found = tensors.find(name);
+    if (found != tensors.end() && found->second.dim() >= 1 && found->second.size(0) == padded && padded != vocab)
+      found->second = found->second.narrow(0, 0, vocab);
+  }
+  if (const auto decoder = tensors.find(kDecoderWeight); decoder != tensors.end()) {
+    const auto embeddings = tensors.find(kWordEmbeddings);
+    if (embeddings == tensors.end() || !torch::equal(decoder->second, embeddings->second))
+      fail(path, std::string(kDecoderWeight) + " differs from " + kWordEmbeddings + ": trainbench ties the decoder to the word embeddings");
+    tensors.erase(decoder);
   }
   torch::NoGradGuard no_grad;
   for (auto& item : model->named_parameters()) {
@@ -290,6 +318,22 @@ void load_checkpoint(BertForPreTraining& model, const std::string& path) {
     for (const auto& entry : tensors) extra += (extra.empty() ? "" : ", ") + entry.first;
     fail(path, "has tensors the model does not: " + extra.substr(0, 400));
   }
+}
+
+void save_official_checkpoint(const BertForPreTraining& model, const std::string& path) {
+  const int64_t vocab = model->options().vocab_size(), padding = padded_vocab_size(vocab) - vocab;
+  const auto padded = [&](const torch::Tensor& rows) {
+    std::vector<int64_t> shape = rows.sizes().vec();
+    shape[0] = padding;
+    return torch::cat({rows.detach(), torch::zeros(shape, rows.options())});
+  };
+  StateDict state;
+  for (const auto& item : model->named_parameters()) {
+    const bool vocabulary_rows = item.key() == kWordEmbeddings || item.key() == kOutputBias;
+    state.push_back({item.key(), vocabulary_rows ? padded(item.value()) : item.value()});
+    if (item.key() == kWordEmbeddings) state.push_back({kDecoderWeight, state.back().tensor});
+  }
+  save_state_dict(state, path);
 }
 
 }  // namespace trainbench::bert

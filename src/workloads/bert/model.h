@@ -92,8 +92,16 @@ std::string mlperf_tensor_name(const std::string& parameter_name);
 bool excluded_from_weight_decay(const std::string& parameter_name);
 
 // Loads a checkpoint in the documented format (docs/bert-checkpoint.md): a pickled dict {name: tensor} with
-// these parameter names, as torch.save writes it. Every parameter must be present with its shape; extra
-// entries are an error naming them. Throws Error naming the file.
+// these parameter names, as torch.save writes it, or such a dict under "model" (as NVIDIA's
+// convert_tf_checkpoint.py saves one). The layout of NVIDIA's BertForPretraining is read too: a vocabulary
+// padded to a multiple of 8 (the padding rows are dropped) and the tied decoder's weight
+// (cls.predictions.decoder.weight, which must equal the word embeddings). Every parameter must be present
+// with its shape; extra entries are an error naming them. Throws Error naming the file.
 void load_checkpoint(BertForPreTraining& model, const std::string& path);
+
+// Writes the model as the state dict of NVIDIA's v1.1 BertForPretraining (modeling.py, built with the
+// unfused layers convert_tf_checkpoint.py sets): these names, the tied decoder's weight as its own entry, and
+// the vocabulary padded with zero rows to a multiple of 8, as that class pads its config's vocab_size.
+void save_official_checkpoint(const BertForPreTraining& model, const std::string& path);
 
 }  // namespace trainbench::bert
