@@ -281,7 +281,7 @@ class GraphWalk {
   std::map<std::string, TfNode> nodes_;
 };
 
-// Relu(x) or the node itself, for the walk: returns the Relu's input.
+// The input of `relu`, which must be a Relu (`what` names the place for the error).
 const TfNode& through_relu(const GraphWalk& graph, const TfNode& relu, const std::string& what) {
   if (relu.op != "Relu") throw GraphError(what + " is a " + relu.op + ", not the Relu dual_net.py has there");
   return graph.node(relu.inputs.at(0));
@@ -408,6 +408,8 @@ MinigoModelFile read_minigo_model(const std::string& path) {
     network = walk_network(GraphWalk(parse_graph(graph_bytes)));
   } catch (const GraphError& error) {
     fail(path, std::string("is not a MiniGo frozen graph this reads: ") + error.what());
+  } catch (const std::out_of_range&) {  // a node without the inputs its op has
+    fail(path, "is not a MiniGo frozen graph this reads: a node lacks an input its op needs");
   }
 
   const int64_t filters = network.initial.kernel.size(3), planes = network.initial.kernel.size(2);
@@ -418,6 +420,9 @@ MinigoModelFile read_minigo_model(const std::string& path) {
     fail(path, "metadata board_size " + file.metadata["board_size"].dump() + " disagrees with the policy's " + std::to_string(size));
   if (network.policy_conv.kernel.size(3) != 2 || network.value_conv.kernel.size(3) != 1)
     fail(path, "the heads' convolutions are not dual_net.py's 2 (policy) and 1 (value) filters wide");
+  if (network.policy_dense.kernel.size(0) != 2 * points || network.value_dense1.kernel.size(0) != points ||
+      network.value_dense2.kernel.size(0) != network.value_dense1.kernel.size(1) || network.value_dense2.kernel.size(1) != 1)
+    fail(path, "the dense layers' sizes do not fit a " + std::to_string(size) + "x" + std::to_string(size) + " board's heads");
   const bool channels_first = network.initial.channels_first;
   const std::string layout = file.metadata.value("input_layout", std::string(channels_first ? "nchw" : "nhwc"));
   if (layout != (channels_first ? "nchw" : "nhwc"))
