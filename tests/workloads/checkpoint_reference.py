@@ -41,8 +41,7 @@ def official_unet3d(code_dir):
     sys.modules["mlperf_logging.mllog.constants"] = constants
     runtime_logging = types.ModuleType("runtime.logging")
     runtime_logging.mllog_event = lambda **kwargs: None
-    sys.modules["runtime"] = types.ModuleType("runtime")
-    sys.modules["runtime.logging"] = runtime_logging
+    sys.modules["runtime.logging"] = runtime_logging  # runtime/ itself stays the reference's (inference.py)
     sys.path.insert(0, root)
     from model.unet3d import Unet3D  # noqa: E402  (the reference's own class)
     return Unet3D(1, 3, normalization="instancenorm", activation="relu")
