@@ -1,17 +1,18 @@
-"""Independent reference for the SSD parity test, run with Debian's python3-torch and python3-torchvision.
+"""Reference for the SSD parity test, run with Debian's python3-torch and python3-torchvision.
 
-Written from the MLPerf v1.1 reference (single_stage_detector/ssd: ssd300.py, base_model.py, utils.py): the
-backbone is torchvision's own ResNet (BasicBlock) cut after layer3 with layer3's first stride set to 1, the extra
-blocks, heads, DefaultBoxes, Encoder.encode, Loss and decode_single as the reference writes them, and
-torch.optim.SGD. Reads the C++ test's weights, batch and settings from argv[1]; writes the default boxes (of the
-test's geometry and of dboxes300_coco), matched targets, loss, the weights after one SGD step and the decoded
-detections of the first image to argv[2].
+The default boxes, the matching (Encoder.encode), the loss and the decoding (Encoder.decode_batch) are the
+v1.1 reference's own code (single_stage_detector/ssd/utils.py and base_model.py, from the directory argv[3];
+exit 77 where it is absent). The network is written here after ssd300.py, because the test's geometry (75 px,
+one block per stage) is not one SSD300 builds: torchvision's own ResNet (BasicBlock) cut after layer3 with
+layer3's first stride set to 1, the extra blocks and the heads. torch.optim.SGD takes the step. Reads the C++
+test's weights, batch and settings from argv[1]; writes the default boxes (of the test's geometry and of
+dboxes300_coco), matched targets, loss, the weights after one SGD step and the decoded detections of the first
+image to argv[2].
 """
-import itertools
+import os
 import sys
-from math import sqrt
+import types
 
-import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -19,105 +20,6 @@ from torchvision.models.resnet import BasicBlock, conv1x1
 
 # The reference's extra blocks for a 38 px backbone output: (1x1 channels, 3x3 channels, stride, padding).
 EXTRA_BLOCKS = [(256, 512, 2, 1), (256, 512, 2, 1), (128, 256, 2, 1), (128, 256, 1, 0), (128, 256, 1, 0)]
-
-
-class DefaultBoxes:
-    """utils.DefaultBoxes: xywh boxes, level by level, anchor-major, then rows, then columns; clamped to [0, 1]."""
-
-    def __init__(self, fig_size, feat_size, steps, scales, aspect_ratios):
-        fk = fig_size / np.array(steps)
-        boxes = []
-        for idx, sfeat in enumerate(feat_size):
-            sk1 = scales[idx] / fig_size
-            sk2 = scales[idx + 1] / fig_size
-            sk3 = sqrt(sk1 * sk2)
-            all_sizes = [(sk1, sk1), (sk3, sk3)]
-            for alpha in aspect_ratios[idx]:
-                w, h = sk1 * sqrt(alpha), sk1 / sqrt(alpha)
-                all_sizes.append((w, h))
-                all_sizes.append((h, w))
-            for w, h in all_sizes:
-                for i, j in itertools.product(range(sfeat), repeat=2):
-                    cx, cy = (j + 0.5) / fk[idx], (i + 0.5) / fk[idx]
-                    boxes.append((cx, cy, w, h))
-        # float32, the dtype the reference's boxes have in training (its numpy centres would make newer torch
-        # infer float64, which the reference's own Encoder then cannot mix with float32 ground truth).
-        self.xywh = torch.tensor(boxes, dtype=torch.float32)
-        self.xywh.clamp_(min=0, max=1)
-        self.ltrb = self.xywh.clone()
-        self.ltrb[:, 0] = self.xywh[:, 0] - 0.5 * self.xywh[:, 2]
-        self.ltrb[:, 1] = self.xywh[:, 1] - 0.5 * self.xywh[:, 3]
-        self.ltrb[:, 2] = self.xywh[:, 0] + 0.5 * self.xywh[:, 2]
-        self.ltrb[:, 3] = self.xywh[:, 1] + 0.5 * self.xywh[:, 3]
-
-
-def calc_iou_tensor(box1, box2):
-    """utils.calc_iou_tensor: (N, 4) x (M, 4) ltrb -> (N, M)."""
-    N, M = box1.size(0), box2.size(0)
-    be1 = box1.unsqueeze(1).expand(-1, M, -1)
-    be2 = box2.unsqueeze(0).expand(N, -1, -1)
-    lt = torch.max(be1[:, :, :2], be2[:, :, :2])
-    rb = torch.min(be1[:, :, 2:], be2[:, :, 2:])
-    delta = rb - lt
-    delta[delta < 0] = 0
-    intersect = delta[:, :, 0] * delta[:, :, 1]
-    delta1 = be1[:, :, 2:] - be1[:, :, :2]
-    area1 = delta1[:, :, 0] * delta1[:, :, 1]
-    delta2 = be2[:, :, 2:] - be2[:, :, :2]
-    area2 = delta2[:, :, 0] * delta2[:, :, 1]
-    return intersect / (area1 + area2 - intersect)
-
-
-def encode(dboxes, bboxes_in, labels_in, criteria=0.5):
-    """utils.Encoder.encode."""
-    ious = calc_iou_tensor(bboxes_in, dboxes.ltrb)
-    best_dbox_ious, best_dbox_idx = ious.max(dim=0)
-    best_bbox_ious, best_bbox_idx = ious.max(dim=1)
-    best_dbox_ious.index_fill_(0, best_bbox_idx, 2.0)
-    idx = torch.arange(0, best_bbox_idx.size(0), dtype=torch.int64)
-    best_dbox_idx[best_bbox_idx[idx]] = idx
-    masks = best_dbox_ious > criteria
-    labels_out = torch.zeros(dboxes.ltrb.size(0), dtype=torch.long)
-    labels_out[masks] = labels_in[best_dbox_idx[masks]]
-    bboxes_out = dboxes.ltrb.clone()
-    bboxes_out[masks, :] = bboxes_in[best_dbox_idx[masks], :]
-    x, y = 0.5 * (bboxes_out[:, 0] + bboxes_out[:, 2]), 0.5 * (bboxes_out[:, 1] + bboxes_out[:, 3])
-    w, h = bboxes_out[:, 2] - bboxes_out[:, 0], bboxes_out[:, 3] - bboxes_out[:, 1]
-    return torch.stack([x, y, w, h], dim=1), labels_out
-
-
-class Loss(nn.Module):
-    """base_model.Loss."""
-
-    def __init__(self, dboxes):
-        super().__init__()
-        self.scale_xy = 1.0 / 0.1
-        self.scale_wh = 1.0 / 0.2
-        self.dboxes = dboxes.xywh.transpose(0, 1).unsqueeze(dim=0)
-
-    def _loc_vec(self, loc):
-        gxy = self.scale_xy * (loc[:, :2, :] - self.dboxes[:, :2, :]) / self.dboxes[:, 2:, :]
-        gwh = self.scale_wh * (loc[:, 2:, :] / self.dboxes[:, 2:, :]).log()
-        return torch.cat((gxy, gwh), dim=1).contiguous()
-
-    def forward(self, ploc, plabel, gloc, glabel):
-        mask = glabel > 0
-        pos_num = mask.sum(dim=1)
-        vec_gd = self._loc_vec(gloc)
-        sl1 = F.smooth_l1_loss(ploc, vec_gd, reduction="none").sum(dim=1)
-        sl1 = (mask.float() * sl1).sum(dim=1)
-        con = F.cross_entropy(plabel, glabel, reduction="none")
-        con_neg = con.clone()
-        con_neg[mask] = 0
-        _, con_idx = con_neg.sort(dim=1, descending=True)
-        _, con_rank = con_idx.sort(dim=1)
-        neg_num = torch.clamp(3 * pos_num, max=mask.size(1)).unsqueeze(-1)
-        neg_mask = con_rank < neg_num
-        closs = (con * (mask.float() + neg_mask.float())).sum(dim=1)
-        total_loss = sl1 + closs
-        num_mask = (pos_num > 0).float()
-        pos_num = pos_num.float().clamp(min=1e-6)
-        return (total_loss * num_mask / pos_num).mean(dim=0)
 
 
 def resnet34_backbone(blocks, divisor):
@@ -177,47 +79,26 @@ class SSD(nn.Module):
         return torch.cat(locs, 2).contiguous(), torch.cat(confs, 2).contiguous()
 
 
-def decode_single(dboxes, ploc, plabel, criteria, max_output, max_num=200):
-    """utils.Encoder.scale_back_batch + decode_single for one image: ploc (4, B), plabel (C, B)."""
-    loc = ploc.t().clone()
-    loc[:, :2] = 0.1 * loc[:, :2]
-    loc[:, 2:] = 0.2 * loc[:, 2:]
-    loc[:, :2] = loc[:, :2] * dboxes.xywh[:, 2:] + dboxes.xywh[:, :2]
-    loc[:, 2:] = loc[:, 2:].exp() * dboxes.xywh[:, 2:]
-    l, t = loc[:, 0] - 0.5 * loc[:, 2], loc[:, 1] - 0.5 * loc[:, 3]
-    r, b = loc[:, 0] + 0.5 * loc[:, 2], loc[:, 1] + 0.5 * loc[:, 3]
-    bboxes_in = torch.stack([l, t, r, b], dim=1)
-    scores_in = F.softmax(plabel.t(), dim=-1)
-    bboxes_out, scores_out, labels_out = [], [], []
-    for i, score in enumerate(scores_in.split(1, 1)):
-        if i == 0:
-            continue
-        score = score.squeeze(1)
-        mask = score > 0.05
-        bboxes, score = bboxes_in[mask, :], score[mask]
-        if score.size(0) == 0:
-            continue
-        score_sorted, score_idx_sorted = score.sort(dim=0)
-        score_idx_sorted = score_idx_sorted[-max_num:]
-        candidates = []
-        while score_idx_sorted.numel() > 0:
-            idx = score_idx_sorted[-1].item()
-            bboxes_sorted = bboxes[score_idx_sorted, :]
-            bboxes_idx = bboxes[idx, :].unsqueeze(dim=0)
-            iou_sorted = calc_iou_tensor(bboxes_sorted, bboxes_idx).squeeze(1)
-            score_idx_sorted = score_idx_sorted[iou_sorted < criteria]
-            candidates.append(idx)
-        bboxes_out.append(bboxes[candidates, :])
-        scores_out.append(score[candidates])
-        labels_out.extend([i] * len(candidates))
-    bboxes_out, labels_out, scores_out = torch.cat(bboxes_out), torch.tensor(labels_out), torch.cat(scores_out)
-    _, max_ids = scores_out.sort(dim=0)
-    max_ids = max_ids[-max_output:]
-    return bboxes_out[max_ids, :], labels_out[max_ids], scores_out[max_ids]
+def official_box_code(code_dir):
+    """The reference's own DefaultBoxes and Encoder (utils.py) and Loss (base_model.py); exit 77 without them."""
+    root = os.path.join(code_dir, "mlcommons-training", "single_stage_detector", "ssd")
+    if not os.path.isfile(os.path.join(root, "utils.py")):
+        sys.exit(77)
+    # utils.py imports the reference's MLPerf logger, which these classes do not call.
+    logging = types.ModuleType("mlperf_logging.mllog")
+    logging.constants = types.SimpleNamespace()
+    sys.modules["mlperf_logging"] = types.ModuleType("mlperf_logging")
+    sys.modules["mlperf_logging.mllog"] = logging
+    sys.modules["mlperf_logger"] = types.SimpleNamespace(ssd_print=lambda *args, **kwargs: None)
+    sys.path.insert(0, root)
+    from utils import DefaultBoxes, Encoder  # noqa: E402  (the reference's own)
+    from base_model import Loss  # noqa: E402
+    return DefaultBoxes, Encoder, Loss
 
 
 def main():
     inputs = torch.load(sys.argv[1])
+    DefaultBoxes, Encoder, Loss = official_box_code(sys.argv[3])
     setting = lambda key: inputs["setting." + key]  # noqa: E731
     image_size = int(setting("image_size"))
     feature_sizes = setting("feature_sizes").tolist()
@@ -236,9 +117,10 @@ def main():
     images = inputs["images"]
     offsets = inputs["object_offsets"].tolist()
     matched_boxes, matched_labels = [], []
+    encoder = Encoder(dboxes)
     for i in range(images.size(0)):
-        boxes, labels = encode(dboxes, inputs["boxes"][offsets[i]:offsets[i + 1]],
-                               inputs["labels"][offsets[i]:offsets[i + 1]])
+        boxes, labels = encoder.encode(inputs["boxes"][offsets[i]:offsets[i + 1]],
+                                       inputs["labels"][offsets[i]:offsets[i + 1]])
         matched_boxes.append(boxes)
         matched_labels.append(labels)
     gloc = torch.stack(matched_boxes).transpose(1, 2).contiguous()
@@ -253,8 +135,11 @@ def main():
     optimizer.step()
 
     with torch.no_grad():
-        boxes, labels, scores = decode_single(dboxes, inputs["decode.locations"], inputs["decode.scores"], 0.5, 200)
-    out = {"default_boxes": dboxes.xywh, "default_boxes300": dboxes300.xywh, "matched_boxes": torch.stack(matched_boxes),
+        # decode_batch's scale_back_batch writes into its inputs: copies of the first image's outputs.
+        boxes, labels, scores = encoder.decode_batch(inputs["decode.locations"][None].clone(),
+                                                     inputs["decode.scores"][None].clone(), criteria=0.5,
+                                                     max_output=200)[0]
+    out = {"default_boxes": dboxes(order="xywh"), "default_boxes300": dboxes300(order="xywh"), "matched_boxes": torch.stack(matched_boxes),
            "matched_labels": glabel, "loss": loss.detach(), "decoded_boxes": boxes, "decoded_labels": labels,
            "decoded_scores": scores}
     for key, value in model.state_dict().items():
