@@ -15,7 +15,6 @@ import types
 
 import torch
 from torch import nn
-import torch.nn.functional as F
 from torchvision.models.resnet import BasicBlock, conv1x1
 
 # The reference's extra blocks for a 38 px backbone output: (1x1 channels, 3x3 channels, stride, padding).
