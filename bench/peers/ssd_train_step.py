@@ -4,16 +4,15 @@ in-memory batch with three objects per image, matching included in the step).
 
     /usr/bin/python3 bench/peers/ssd_train_step.py --preset mini --threads 2 --steps 10 --warmup 2
 
-The model, Encoder.encode and Loss are the parity test's independent reference (tests/workloads/ssd/
-ssd_reference.py), written as the MLPerf reference writes them on torchvision's BasicBlock; settings come from
+The model, Encoder.encode and Loss are ssd_model.py's (the network the parity test uses too), written as the
+MLPerf reference writes them on torchvision's BasicBlock; settings come from
 src/workloads/ssd/presets.json, so both sides train exactly the same network.
 """
 import torch
 
 import step_timing
 
-step_timing.use_reference("ssd")
-from ssd_reference import SSD, DefaultBoxes, Loss, encode  # noqa: E402
+from ssd_model import SSD, DefaultBoxes, Loss, encode
 
 BACKBONE_SIDE = {300: 38, 150: 19, 75: 10}
 FEATURE_SIZES = {38: [38, 19, 10, 5, 3, 1], 19: [19, 10, 5, 3, 1], 10: [10, 5, 3, 1]}

@@ -4,8 +4,7 @@ sliding-window evaluation of one case of the preset's bench_eval_shape.
 
     /usr/bin/python3 bench/peers/unet3d_train_step.py --preset mini --threads 2 --steps 20 --warmup 3
 
-The model, loss and inference are the parity test's independent reference (tests/workloads/unet3d/
-unet3d_reference.py), written from the MLPerf reference: conv + InstanceNorm3d + ReLU blocks, transposed-
+The model, loss and inference are unet3d_model.py's, written from the MLPerf reference at the preset's widths: conv + InstanceNorm3d + ReLU blocks, transposed-
 convolution upsampling, DiceCELoss, torch.optim.SGD(nesterov=True), Gaussian-weighted sliding windows.
 Settings come from src/workloads/unet3d/presets.json, so both sides run exactly the same network.
 """
@@ -15,8 +14,7 @@ import torch
 
 import step_timing
 
-step_timing.use_reference("unet3d")
-from unet3d_reference import Unet3d, dice_ce, sliding_window  # noqa: E402
+from unet3d_model import Unet3d, dice_ce, sliding_window
 
 
 def main():

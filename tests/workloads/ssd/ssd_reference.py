@@ -14,69 +14,10 @@ import sys
 import types
 
 import torch
-from torch import nn
-from torchvision.models.resnet import BasicBlock, conv1x1
 
-# The reference's extra blocks for a 38 px backbone output: (1x1 channels, 3x3 channels, stride, padding).
-EXTRA_BLOCKS = [(256, 512, 2, 1), (256, 512, 2, 1), (128, 256, 2, 1), (128, 256, 1, 0), (128, 256, 1, 0)]
-
-
-def resnet34_backbone(blocks, divisor):
-    """ssd300.ResNet34: torchvision's ResNet-34 stem, layer1..layer3 built from torchvision's BasicBlock, with
-    layer3's first block (and its 1x1 shortcut) at stride 1; widths divided by `divisor` for the small presets."""
-    widths = [64 // divisor, 64 // divisor, 128 // divisor, 256 // divisor]
-    backbone = nn.Module()
-    backbone.conv1 = nn.Conv2d(3, widths[0], kernel_size=7, stride=2, padding=3, bias=False)
-    backbone.bn1 = nn.BatchNorm2d(widths[0])
-    backbone.relu = nn.ReLU(inplace=True)
-    backbone.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
-    inplanes = widths[0]
-    for stage in range(3):
-        planes = widths[stage + 1]
-        layers = []
-        for block in range(blocks[stage]):
-            stride = 2 if stage == 1 and block == 0 else 1
-            downsample = None
-            if stride != 1 or inplanes != planes:
-                downsample = nn.Sequential(conv1x1(inplanes, planes, stride), nn.BatchNorm2d(planes))
-            layers.append(BasicBlock(inplanes, planes, stride, downsample))
-            inplanes = planes
-        setattr(backbone, f"layer{stage + 1}", nn.Sequential(*layers))
-    return backbone, inplanes
-
-
-class SSD(nn.Module):
-    """ssd300.SSD300, generalised to the leading extra blocks a smaller input drops and to divided widths."""
-
-    def __init__(self, num_classes, blocks, backbone_side, boxes_per_location, divisor=1):
-        super().__init__()
-        self.backbone, backbone_channels = resnet34_backbone(blocks, divisor)
-        skipped = {38: 0, 19: 1, 10: 2}[backbone_side]
-        channels = [backbone_channels]
-        blocks_out = []
-        for mid, out, stride, padding in EXTRA_BLOCKS[skipped:]:
-            mid, out = mid // divisor, out // divisor
-            blocks_out.append(nn.Sequential(nn.Conv2d(channels[-1], mid, kernel_size=1), nn.ReLU(inplace=True),
-                                            nn.Conv2d(mid, out, kernel_size=3, padding=padding, stride=stride),
-                                            nn.ReLU(inplace=True)))
-            channels.append(out)
-        self.additional_blocks = nn.ModuleList(blocks_out)
-        self.num_classes = num_classes
-        self.loc = nn.ModuleList([nn.Conv2d(c, nd * 4, 3, padding=1) for nd, c in zip(boxes_per_location, channels)])
-        self.conf = nn.ModuleList([nn.Conv2d(c, nd * num_classes, 3, padding=1)
-                                   for nd, c in zip(boxes_per_location, channels)])
-
-    def forward(self, x):
-        b = self.backbone
-        x = b.layer3(b.layer2(b.layer1(b.maxpool(b.relu(b.bn1(b.conv1(x)))))))
-        features = [x]
-        for block in self.additional_blocks:
-            x = block(x)
-            features.append(x)
-        locs = [l(f).view(f.size(0), 4, -1) for f, l in zip(features, self.loc)]
-        confs = [c(f).view(f.size(0), self.num_classes, -1) for f, c in zip(features, self.conf)]
-        return torch.cat(locs, 2).contiguous(), torch.cat(confs, 2).contiguous()
-
+# The reduced network, shared with the speed peer.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "peers"))
+from ssd_model import SSD  # noqa: E402
 
 def official_box_code(code_dir):
     """The reference's own DefaultBoxes and Encoder (utils.py) and Loss (base_model.py); exit 77 without them."""
