@@ -1,6 +1,6 @@
-// SSD: the default boxes, matching and box coding, one training step and the evaluation decode against an
-// independent python3-torch + torchvision implementation written from the MLPerf reference (ssd_reference.py),
-// and the quality gate (the tiny preset through the harness, its log reviewed).
+// SSD: the default boxes, matching and box coding, one training step and the evaluation decode against the v1.1
+// reference's own boxes, matching, loss and decoding under python3-torch + torchvision (ssd_reference.py), and the
+// quality gate (the tiny preset through the harness, its log reviewed).
 #include <cstdlib>
 #include <filesystem>
 
