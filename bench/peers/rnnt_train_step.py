@@ -4,7 +4,7 @@ of bench_utterance_seconds utterances with bench_tokens tokens each).
 
     /usr/bin/python3 bench/peers/rnnt_train_step.py --preset mini --threads 2 --steps 20 --warmup 3
 
-The model and LAMB are the parity test's independent reference (tests/workloads/rnnt/rnnt_reference.py) with
+The model and LAMB are rnnt_model.py's (written from the reference; LAMB as apex documents it), with
 the preset's dropouts; the loss is torchaudio.functional.rnnt_loss. Besides the training line (the shape
 bench/compare_step.sh parses) it prints the loss alone (torchaudio's forward and backward on logits of the
 batch's lattice) and the training feature pipeline on one thread in torchaudio ops (resample for speed
@@ -20,8 +20,7 @@ import torchaudio
 
 import step_timing
 
-step_timing.use_reference("rnnt")
-from rnnt_reference import Rnnt, lamb_step  # noqa: E402
+from rnnt_model import Rnnt, lamb_step
 
 
 def features(audio, fbank, window):

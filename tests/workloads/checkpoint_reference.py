@@ -61,7 +61,8 @@ def official_ssd300(code_dir, work_dir):
     return SSD300(81, model_path=body)
 
 
-def official_rnnt(code_dir):
+def import_rnnt_reference(code_dir):
+    """Makes the v1.1 RNN-T reference (rnn_speech_recognition/pytorch) importable; exit 77 where it is absent."""
     root = os.path.join(code_dir, "mlcommons-training", "rnn_speech_recognition", "pytorch")
     if not os.path.isfile(os.path.join(root, "rnnt", "model.py")):
         sys.exit(77)
@@ -73,6 +74,10 @@ def official_rnnt(code_dir):
     sys.modules["mlperf"].logging = logging
     sys.modules["mlperf.logging"] = logging
     sys.path.insert(0, root)
+
+
+def official_rnnt(code_dir):
+    import_rnnt_reference(code_dir)
     from rnnt.model import RNNT  # noqa: E402  (the reference's own class)
     # configs/baseline_v3-1023sp.yaml: 1023 pieces and the blank, 80 mel bands x 3 stacked frames.
     return RNNT(n_classes=1024, in_feats=240, enc_n_hid=1024, enc_pre_rnn_layers=2, enc_post_rnn_layers=3,

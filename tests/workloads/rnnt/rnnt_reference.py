@@ -2,19 +2,28 @@
 
     rnnt_reference.py loss INPUTS OUTPUTS   torchaudio.functional.rnnt_loss (log-softmax inside, reduction
                                             "none") on the C++ test's logits: losses and d(sum)/d(logits)
-    rnnt_reference.py step INPUTS OUTPUTS   the MLPerf reference model (rnnt/model.py, common/rnn.py) written
-                                            again in PyTorch from the C++ test's weights, one training step with
-                                            torchaudio's loss, an apex-FusedLAMB update written from apex's
-                                            documented algorithm, the EMA update, and the reference's per-utterance
-                                            greedy decoder (GreedyDecoder) on the updated EMA model
+    rnnt_reference.py step INPUTS OUTPUTS CODE_DIR
+                                            the v1.1 reference's own RNNT, RNNTLoss and RNNTGreedyDecoder (from
+                                            CODE_DIR; exit 77 without it) on the C++ test's weights: two training
+                                            steps with an apex-FusedLAMB update written here from apex's documented
+                                            algorithm (apex is not in Debian), the EMA update, and the greedy
+                                            decoding of the updated EMA model
 
 INPUTS is a pickled dict (torch.save format) of tensors; OUTPUTS receives one.
 """
+import os
 import sys
+import types
 
 import torch
 import torchaudio
-from torch import nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+from checkpoint_reference import import_rnnt_reference  # noqa: E402  (the reference's code, its logging stood in)
+# apex's FusedLAMB update, shared with the speed peer.
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "bench", "peers"))
+from rnnt_model import lamb_step  # noqa: E402
 
 
 def loss_mode(inputs):
@@ -26,102 +35,55 @@ def loss_mode(inputs):
     return {"losses": losses.detach(), "grad": logits.grad}
 
 
-class Rnnt(nn.Module):
-    """The reference RNN-T; dropouts (encoder, prediction, joint) between LSTM layers, after each LSTM
-    stack and in the joint, as common/rnn.py and model.py place them (the parity test uses none)."""
+def official_code(code_dir):
+    """The v1.1 reference's RNNT (rnnt/model.py, common/rnn.py), RNNTLoss (rnnt/loss.py) and RNNTGreedyDecoder
+    (rnnt/decoder.py), with stand-ins for its MLPerf logging and for warprnnt_pytorch, which Debian does not
+    package: torchaudio's rnnt_loss computes the same transducer loss (the loss test checks ours against it),
+    averaged over the batch. Exit 77 where the code is absent."""
+    import_rnnt_reference(code_dir)
 
-    def __init__(self, s, dropouts=(0.0, 0.0, 0.0)):
-        super().__init__()
-        features, enc, pre, post, stack, pred, pred_layers, joint, vocab = [int(v) for v in s]
-        self.stack = stack
-        self.pre_rnn = nn.LSTM(features, enc, pre, dropout=dropouts[0])
-        self.post_rnn = nn.LSTM(enc * stack, enc, post, dropout=dropouts[0])
-        self.pred_embed = nn.Embedding(vocab, pred)
-        self.dec_rnn = nn.LSTM(pred, pred, pred_layers, dropout=dropouts[1])
-        self.joint_pred = nn.Linear(pred, joint)
-        self.joint_enc = nn.Linear(enc, joint)
-        self.joint_net = nn.Linear(joint, vocab + 1)
-        self.enc_dropout, self.pred_dropout, self.joint_dropout = (nn.Dropout(p) for p in dropouts)
-        self.blank = vocab
+    class TransducerLoss:
+        def __init__(self, blank):
+            self.blank = blank
 
-    def encode(self, x, lens):  # x (B, T, F), as model.py's encode with StackTime
-        x = self.enc_dropout(self.pre_rnn(x.transpose(0, 1))[0])
-        r = x.transpose(0, 1)
-        zeros = torch.zeros(r.shape[0], (-r.shape[1]) % self.stack, r.shape[2])
-        r = torch.cat([r, zeros], 1)
-        r = r.reshape(r.shape[0], r.shape[1] // self.stack, r.shape[2] * self.stack)
-        x = self.enc_dropout(self.post_rnn(r.transpose(0, 1))[0])
-        return x.transpose(0, 1), torch.ceil(lens.float() / self.stack).long()
+        def __call__(self, acts, labels, act_lens, label_lens):
+            return torchaudio.functional.rnnt_loss(acts, labels, act_lens, label_lens, blank=self.blank,
+                                                   reduction="mean")
 
-    def predict(self, y, state=None, add_sos=True):
-        y = self.pred_embed(y) if y is not None else torch.zeros(1, 1, self.pred_embed.embedding_dim)
-        if add_sos:
-            y = torch.cat([torch.zeros(y.shape[0], 1, y.shape[2]), y], dim=1)
-        g, hidden = self.dec_rnn(y.transpose(0, 1), state)
-        return self.pred_dropout(g).transpose(0, 1), hidden
-
-    def joint(self, f, g):
-        return self.joint_net(self.joint_dropout(torch.relu(self.joint_enc(f).unsqueeze(2) + self.joint_pred(g).unsqueeze(1))))
+    sys.modules["warprnnt_pytorch"] = types.SimpleNamespace(RNNTLoss=TransducerLoss)
+    from rnnt.model import RNNT  # noqa: E402  (the reference's own)
+    from rnnt.loss import RNNTLoss  # noqa: E402
+    from rnnt.decoder import RNNTGreedyDecoder  # noqa: E402
+    return RNNT, RNNTLoss, RNNTGreedyDecoder
 
 
-def lamb_step(params, state, lr, step, beta1, beta2, eps, wd, max_norm):
-    """apex FusedLAMB (bias correction, global grad-norm clipping, decoupled weight decay, trust ratio)."""
-    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in params))
-    clip = max(norm.item() / max_norm, 1.0)
-    for p in params:
-        m, v = state.setdefault(id(p), (torch.zeros_like(p), torch.zeros_like(p)))
-        g = p.grad / clip
-        m.mul_(beta1).add_(g, alpha=1 - beta1)
-        v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-        update = (m / (1 - beta1 ** step)) / ((v / (1 - beta2 ** step)).sqrt() + eps) + wd * p
-        w_norm, u_norm = p.norm(), update.norm()
-        ratio = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
-        p.data.add_(update, alpha=-lr * float(ratio))
+def step_mode(inputs, code_dir):
+    RNNT, RNNTLoss, RNNTGreedyDecoder = official_code(code_dir)
+    features, hidden, pre, post, stack, pred_hidden, pred_layers, joint_hidden, vocab = inputs["setting.shape"].tolist()
 
+    def build():
+        return RNNT(n_classes=vocab + 1, in_feats=features, enc_n_hid=hidden, enc_pre_rnn_layers=pre,
+                    enc_post_rnn_layers=post, enc_stack_time_factor=stack, enc_dropout=0.0, pred_dropout=0.0,
+                    joint_dropout=0.0, pred_n_hid=pred_hidden, pred_rnn_layers=pred_layers, joint_n_hid=joint_hidden,
+                    forget_gate_bias=1.0, hidden_hidden_bias_scale=0.0, weights_init_scale=1.0)
 
-def greedy_decode(model, x, lens, max_symbols, max_symbols_per_sample):
-    """The reference's GreedyDecoder._greedy_decode, one utterance at a time."""
-    enc, enc_lens = model.encode(x, lens)
-    out = []
-    for b in range(x.shape[0]):
-        hidden, label = None, []
-        for t in range(int(enc_lens[b])):
-            if len(label) > max_symbols_per_sample:
-                break
-            f = enc[b, t].view(1, 1, -1)
-            not_blank, symbols_added = True, 0
-            while not_blank and symbols_added < max_symbols:
-                y = None if not label else torch.tensor([[label[-1]]])
-                g, hidden_prime = model.predict(y, hidden, add_sos=False)
-                k = int(model.joint(f, g)[0, 0, 0].argmax())
-                if k == model.blank:
-                    not_blank = False
-                else:
-                    label.append(k)
-                    hidden = hidden_prime
-                symbols_added += 1
-        out.append(torch.tensor(label + [-1] * (1000 - len(label))))
-    return torch.stack(out)
-
-
-def step_mode(inputs):
-    model = Rnnt(inputs["setting.shape"].tolist())
-    model.load_state_dict({k[len("state."):]: v for k, v in inputs.items() if k.startswith("state.")})
-    ema = Rnnt(inputs["setting.shape"].tolist())
+    model, ema = build(), build()
+    model.load_state_dict({k[len("state."):]: v for k, v in inputs.items() if k.startswith("state.")}, strict=True)
     ema.load_state_dict(model.state_dict())
-    x, lens, tokens, token_counts = inputs["features"], inputs["frame_counts"], inputs["tokens"], inputs["token_counts"]
+    blank = vocab  # train.py: n_classes = tokenizer.num_labels + 1, the blank last
+    loss_fn = RNNTLoss(blank_idx=blank)
+    x = inputs["features"].transpose(0, 1)  # the reference's (T, B, features)
+    lens, tokens, token_counts = inputs["frame_counts"], inputs["tokens"], inputs["token_counts"]
     lr, beta1, beta2, eps, wd, max_norm, decay = inputs["setting.optimizer"].tolist()
     params = list(model.parameters())
     state = {}
     outputs = {}
+    model.train()
     for step in (1, 2):
         for p in params:
             p.grad = None
-        enc, enc_lens = model.encode(x, lens)
-        enc = enc[:, : int(enc_lens.max())]
-        logits = model.joint(enc, model.predict(tokens)[0])
-        loss = torchaudio.functional.rnnt_loss(logits, tokens.int(), enc_lens.int(), token_counts.int(),
-                                               blank=model.blank, reduction="mean")
+        logits, enc_lens = model(x, lens, tokens, token_counts)
+        loss = loss_fn(logits, enc_lens, tokens, token_counts)
         loss.backward()
         outputs["loss%d" % step] = loss.detach()
         lamb_step(params, state, lr, step, beta1, beta2, eps, wd, max_norm)
@@ -131,15 +93,16 @@ def step_mode(inputs):
     outputs.update({"state." + k: v for k, v in model.state_dict().items()})
     outputs.update({"ema." + k: v for k, v in ema.state_dict().items()})
     limits = inputs["setting.limits"].tolist()
-    with torch.no_grad():
-        outputs["decoded"] = greedy_decode(ema, x, lens, limits[0], limits[1])
+    decoder = RNNTGreedyDecoder(blank, max_symbols_per_step=limits[0], max_symbol_per_sample=limits[1])
+    decoded = decoder.decode(ema, x, lens)
+    outputs["decoded"] = torch.stack([torch.tensor(label + [-1] * (1000 - len(label))) for label in decoded])
     return outputs
 
 
 def main():
     mode, inputs_path, outputs_path = sys.argv[1:4]
     inputs = torch.load(inputs_path)
-    torch.save(loss_mode(inputs) if mode == "loss" else step_mode(inputs), outputs_path)
+    torch.save(loss_mode(inputs) if mode == "loss" else step_mode(inputs, sys.argv[4]), outputs_path)
 
 
 if __name__ == "__main__":
