@@ -33,10 +33,15 @@ class CheckpointTest : public ::testing::Test {
 
   // The reference preset's model (seed 3) as `checkpoint export` writes it, in fp32.
   std::string export_reference_model(const std::string& benchmark, std::vector<std::string> overrides = {}) const {
+    return export_preset_model(benchmark, "reference", std::move(overrides));
+  }
+  // `preset`'s model (seed 3) as `checkpoint export` writes it, in fp32.
+  std::string export_preset_model(const std::string& benchmark, const std::string& preset,
+                                  std::vector<std::string> overrides = {}) const {
     const WorkloadEntry& entry = find_workload(benchmark);
     overrides.insert(overrides.begin(), "precision=fp32");
     WorkloadSettings settings;
-    settings.config = preset_config(entry, "reference", overrides);
+    settings.config = preset_config(entry, preset, overrides);
     settings.seed = 3;
     const std::string file = path(benchmark + ".pt");
     entry.export_weights(settings, file);
@@ -202,13 +207,8 @@ TEST_F(CheckpointTest, ExportedMaskRcnnLoadsIntoTheReferenceGeneralizedRcnnStric
 // convert_tf_checkpoint.py sets, the vocabulary padded to a multiple of 8): every tensor loads strictly and the
 // masked-LM logits at every position and the next-sentence logits agree. The file reads back into trainbench.
 TEST_F(CheckpointTest, ExportedBertLoadsIntoNvidiasBertForPretrainingStrictlyAndGivesTheSameLogits) {
-  const WorkloadEntry& entry = find_workload("bert");
-  WorkloadSettings settings;
-  settings.config = preset_config(entry, "mini", {"precision=fp32"});
-  settings.seed = 3;
-  const std::string state = path("bert.pt");
-  entry.export_weights(settings, state);
-  const Config& config = settings.config;
+  const std::string state = export_preset_model("bert", "mini");
+  const Config config = preset_config(find_workload("bert"), "mini", {"precision=fp32"});
   bert::BertForPreTraining model(bert::BertOptions()
                                      .vocab_size(config.integer("vocab_size"))
                                      .hidden(config.integer("hidden"))
@@ -240,23 +240,19 @@ TEST_F(CheckpointTest, ExportedBertLoadsIntoNvidiasBertForPretrainingStrictlyAnd
 // facebookresearch/dlrm's mlperf branch (docs/checkpoints.md), and is skipped elsewhere. The mini preset's
 // model: the reference preset's tables are 89 GiB.
 TEST_F(CheckpointTest, ExportedDlrmLoadsIntoTheReferenceDlrmNetStrictlyAndGivesTheSameClickProbabilities) {
-  const WorkloadEntry& entry = find_workload("dlrm");
-  WorkloadSettings settings;
-  settings.config = preset_config(entry, "mini", {"precision=fp32"});
-  settings.seed = 3;
-  const std::string state = path("dlrm.pt");
-  entry.export_weights(settings, state);
-  const std::vector<int64_t> tables = settings.config.integers("table_sizes");
+  const std::string state = export_preset_model("dlrm", "mini");
+  const Config config = preset_config(find_workload("dlrm"), "mini", {"precision=fp32"});
+  const std::vector<int64_t> tables = config.integers("table_sizes");
   dlrm::Dlrm model(dlrm::DlrmOptions(tables)
-                       .embedding_dim(settings.config.integer("embedding_dim"))
-                       .bottom_mlp(settings.config.integers("bottom_mlp"))
-                       .top_mlp(settings.config.integers("top_mlp")));
+                       .embedding_dim(config.integer("embedding_dim"))
+                       .bottom_mlp(config.integers("bottom_mlp"))
+                       .top_mlp(config.integers("top_mlp")));
   load_state_dict(state, dlrm::official_state(model, "test"));
   // A rank of a sharded model holds part of the tables: refused, not exported in part.
   dlrm::Dlrm shard(dlrm::DlrmOptions(tables)
-                       .embedding_dim(settings.config.integer("embedding_dim"))
-                       .bottom_mlp(settings.config.integers("bottom_mlp"))
-                       .top_mlp(settings.config.integers("top_mlp"))
+                       .embedding_dim(config.integer("embedding_dim"))
+                       .bottom_mlp(config.integers("bottom_mlp"))
+                       .top_mlp(config.integers("top_mlp"))
                        .shards(dlrm::plan_table_shards(tables, 2).on_rank(0)));
   EXPECT_NE(error_message([&] { dlrm::official_state(shard, "--save-model"); })
                 .find("--save-model: needs embedding_sharding=replicated"),
@@ -271,8 +267,8 @@ TEST_F(CheckpointTest, ExportedDlrmLoadsIntoTheReferenceDlrmNetStrictlyAndGivesT
   c10::Dict<std::string, torch::Tensor> extra;
   extra.insert("sparse", sparse);
   extra.insert("table_sizes", torch::tensor(tables));
-  extra.insert("bottom_mlp", torch::tensor(settings.config.integers("bottom_mlp")));
-  extra.insert("top_mlp", torch::tensor(settings.config.integers("top_mlp")));
+  extra.insert("bottom_mlp", torch::tensor(config.integers("bottom_mlp")));
+  extra.insert("top_mlp", torch::tensor(config.integers("top_mlp")));
   if (!official_model_agrees("dlrm", state, dense, torch::sigmoid(model->forward(dense, sparse)), extra))
     GTEST_SKIP() << "no DLRM reference checkout: set TRAINBENCH_DLRM_REFERENCE_DIR";
 }
