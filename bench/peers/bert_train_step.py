@@ -4,8 +4,7 @@ full-length sequences with every prediction slot used).
 
     /usr/bin/python3 bench/peers/bert_train_step.py --preset mini --threads 2 --steps 30 --warmup 3
 
-The model is the parity test's independent reference (tests/workloads/bert/bert_reference.py) with the
-preset's dropout; LAMB is written the way a PyTorch user writes an optimizer (torch.optim style: one loop
+The model is bert_model.py's (NVIDIA's modeling.py layout) with the preset's dropout; LAMB is written the way a PyTorch user writes an optimizer (torch.optim style: one loop
 over the parameters, tensor ops, no host synchronisation). Settings come from src/workloads/bert/presets.json.
 """
 import torch
@@ -13,8 +12,7 @@ import torch.nn.functional as F
 
 import step_timing
 
-step_timing.use_reference("bert")
-from bert_reference import BertForPreTraining  # noqa: E402
+from bert_model import BertForPreTraining
 
 
 class Lamb(torch.optim.Optimizer):

@@ -12,9 +12,9 @@ torchvision resnet34 file written here so that nothing is downloaded. unet3d: th
 while they are built. rnnt: the v1.1 reference's RNNT (rnn_speech_recognition/pytorch/rnnt/model.py) with
 the reference preset's sizes; its dense (B, T, U + 1, classes) logits are compared at each utterance's valid
 cells, the rows trainbench's packed joint computes. dlrm: the reference's DLRM_Net from the checkout
-TRAINBENCH_DLRM_REFERENCE_DIR names, on one id per table and sample. maskrcnn: the reference's GeneralizedRCNN
-(object_detection/pytorch/maskrcnn_benchmark, built from configs/e2e_mask_rcnn_R_50_FPN_1x.yaml with stand-ins
-for yacs and the compiled ops), its backbone's P2..P6 compared. bert: NVIDIA's v1.1 BertForPretraining
+TRAINBENCH_DLRM_REFERENCE_DIR names, on one id per table and sample, then one step's loss and every gradient.
+maskrcnn: the reference's GeneralizedRCNN (object_detection/pytorch/maskrcnn_benchmark, built from
+configs/e2e_mask_rcnn_R_50_FPN_1x.yaml with stand-ins for yacs and the compiled ops), its backbone's P2..P6 compared. bert: NVIDIA's v1.1 BertForPretraining
 (nvidia-v1.1/.../bert/implementations/pytorch/modeling.py, unfused, with stand-ins for apex and NVIDIA's CUDA
 extensions). Exit 77 when the reference code is absent.
 """
@@ -135,8 +135,10 @@ class ConfigNode(dict):
         return copy.deepcopy(self)
 
 
-def official_maskrcnn(code_dir):
-    """GeneralizedRCNN of the v1.1 reference built from configs/e2e_mask_rcnn_R_50_FPN_1x.yaml."""
+def official_maskrcnn(code_dir, compiled=None, overrides=None):
+    """GeneralizedRCNN of the v1.1 reference built from configs/e2e_mask_rcnn_R_50_FPN_1x.yaml, then `overrides`
+    (a nested dict of settings). `compiled` stands in for maskrcnn_benchmark._C, which only the RoI and NMS
+    layers call: building the model and its backbone's forward need none of it."""
     root = os.path.join(code_dir, "mlcommons-training", "object_detection", "pytorch")
     if not os.path.isfile(os.path.join(root, "configs", "e2e_mask_rcnn_R_50_FPN_1x.yaml")):
         sys.exit(77)
@@ -144,20 +146,19 @@ def official_maskrcnn(code_dir):
     yacs_config.CfgNode = ConfigNode
     sys.modules["yacs"] = types.ModuleType("yacs")
     sys.modules["yacs.config"] = yacs_config
-    # The compiled ops (NMS, RoIAlign, ...) and OpenCV serve inference and keypoints, not building the model
-    # or its backbone's forward.
-    for name in ["maskrcnn_benchmark._C", "cv2"]:
-        sys.modules[name] = Unused(name)
+    sys.modules["maskrcnn_benchmark._C"] = compiled or Unused("maskrcnn_benchmark._C")
+    sys.modules["cv2"] = Unused("cv2")  # keypoint and visualisation code only
     import numpy as np
     np.float = float  # anchor_generator.py predates NumPy 1.24, which removed the alias
     sys.path.insert(0, root)
     from maskrcnn_benchmark.config import cfg  # noqa: E402  (the reference's own defaults)
     from maskrcnn_benchmark.modeling.detector import build_detection_model  # noqa: E402
     cfg.merge_from_file(os.path.join(root, "configs", "e2e_mask_rcnn_R_50_FPN_1x.yaml"))
+    cfg.merge(overrides or {})
     return build_detection_model(cfg)
 
 
-def official_bert(code_dir, case):
+def official_bert(code_dir, case, dropout=0.1):
     """NVIDIA's v1.1 BertForPretraining (benchmarks/bert/implementations/pytorch/modeling.py), configured as its
     convert_tf_checkpoint.py configures it (every fused path off, the vocabulary padded to a multiple of 8)."""
     root = os.path.join(code_dir, "nvidia-v1.1", "NVIDIA", "benchmarks", "bert", "implementations", "pytorch")
@@ -175,8 +176,8 @@ def official_bert(code_dir, case):
     config = modeling.BertConfig.from_dict({
         "vocab_size": int(case["vocab_size"]), "hidden_size": int(case["hidden"]),
         "num_hidden_layers": int(case["layers"]), "num_attention_heads": int(case["heads"]),
-        "intermediate_size": int(case["intermediate"]), "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": int(case["max_positions"]),
+        "intermediate_size": int(case["intermediate"]), "hidden_act": "gelu", "hidden_dropout_prob": dropout,
+        "attention_probs_dropout_prob": dropout, "max_position_embeddings": int(case["max_positions"]),
         "type_vocab_size": 2, "initializer_range": 0.02})
     config.vocab_size += -config.vocab_size % 8
     for flag in ["pad", "unpad", "dense_seq_output", "fused_mha", "fused_gelu_bias", "fuse_qkv", "fuse_scale",
@@ -276,7 +277,29 @@ def main():
     scale = expected.abs().max().item()
     error = (output - expected).abs().max().item()
     print(f"{benchmark}: {len(state)} tensors loaded strictly; max |difference| {error:.3g} of max |output| {scale:.3g}")
-    sys.exit(0 if error <= 1e-4 * max(scale, 1.0) else 1)
+    agrees = error <= 1e-4 * max(scale, 1.0)
+    if benchmark == "dlrm":
+        agrees = dlrm_step_agrees(model, case) and agrees
+    sys.exit(0 if agrees else 1)
+
+
+def dlrm_step_agrees(model, case):
+    """One step's loss, as dlrm_s_pytorch.py's main builds it for --loss-function=bce (BCELoss, mean), and every
+    parameter's gradient (the embedding bags' sparse ones read densely), each to 1e-4 of its largest entry."""
+    model.train()
+    model.zero_grad()
+    loss = torch.nn.BCELoss(reduction="mean")(dlrm_probabilities(model, case), case["labels"])
+    loss.backward()
+    agrees = abs(loss.item() - case["loss"].item()) <= 1e-4 * abs(case["loss"].item())
+    print(f"dlrm: loss {loss.item():.6g}, trainbench's {case['loss'].item():.6g}")
+    for name, parameter in model.named_parameters():
+        gradient = parameter.grad.to_dense() if parameter.grad.is_sparse else parameter.grad
+        expected = case["grad." + name]
+        error = (gradient - expected).abs().max().item()
+        if error > 1e-4 * max(expected.abs().max().item(), 1e-12):
+            print(f"dlrm: the gradient of {name} differs by {error:.3g} (largest entry {expected.abs().max().item():.3g})")
+            agrees = False
+    return agrees
 
 
 if __name__ == "__main__":

@@ -37,6 +37,11 @@ torch::nn::Linear linear(Module& parent, const std::string& name, int64_t in, in
   return parent.register_module(name, torch::nn::Linear(in, out));
 }
 
+// GELU's tanh approximation, as both official implementations compute it: the MLPerf reference's
+// language_model/tensorflow/bert/modeling.py (gelu) and NVIDIA's v1.1 model/layers/activations.py
+// (ACT2FN["gelu"] = fast_gelu_impl).
+torch::Tensor tanh_gelu(const torch::Tensor& x) { return torch::gelu(x, "tanh"); }
+
 // A registered Linear's forward on bert::dense (oneDNN's sgemm where it is there).
 torch::Tensor dense_layer(const torch::nn::Linear& layer, const torch::Tensor& input) {
   return dense(input, layer->weight, layer->bias);
@@ -166,7 +171,7 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden, const torch::T
       torch::bmm(probabilities, v).view({batch, heads_, seq, head_width}).transpose(1, 2).reshape({batch, seq, width});
   const torch::Tensor attended =
       attention_norm(bert::dropout(dense_layer(attention_dense, context), dropout_, is_training()) + hidden);
-  const torch::Tensor expanded = torch::gelu(dense_layer(intermediate, attended));
+  const torch::Tensor expanded = tanh_gelu(dense_layer(intermediate, attended));
   return output_norm(bert::dropout(dense_layer(output_dense, expanded), dropout_, is_training()) + attended);
 }
 
@@ -226,7 +231,7 @@ BertOutputs BertForPreTrainingImpl::forward(const torch::Tensor& input_ids, cons
   const torch::Tensor first_token = hidden.select(1, 0);
   outputs.next_sentence_logits = dense_layer(seq_relationship, torch::tanh(dense_layer(pooler, first_token)));
   const torch::Tensor masked = hidden.reshape({batch * seq, options_.hidden()}).index_select(0, masked_positions);
-  outputs.masked_lm_features = transform_norm(torch::gelu(dense_layer(transform, masked)));
+  outputs.masked_lm_features = transform_norm(tanh_gelu(dense_layer(transform, masked)));
   return outputs;
 }
 

@@ -1,92 +1,25 @@
-"""Independent reference for the BERT parity test, run with Debian's python3-torch.
+"""NVIDIA's v1.1 BERT code, for the BERT parity test, run with Debian's python3-torch.
 
-Reads the C++ test's initial weights, batch and settings from argv[1], builds BERT for pre-training with its
-own module code (Hugging Face / MLPerf PyTorch naming, separate query/key/value projections, decoder tied to
-the word embeddings), takes two steps of LAMB written from apex FusedLAMB's algorithm (global-norm clipping,
-bias-corrected moments, decoupled weight decay, trust ratio for the decayed tensors), and saves the losses,
-the first step's logits to argv[2], and the final weights to argv[3] as a plain dict {name: tensor} written
-with torch.save: the checkpoint format of docs/bert-checkpoint.md, so the C++ test also loads a real one.
+Builds NVIDIA's own BertForPretraining (benchmarks/bert/implementations/pytorch/modeling.py, unfused, as
+checkpoint_reference.py builds it) from the C++ test's settings, loads the weights trainbench exported
+(argv[1]'s directory, initial.pt) with strict=True, and takes two training steps with the class's own loss
+(masked-LM cross entropy over the labels != 0 plus next-sentence cross entropy) and LAMB written from apex
+FusedLAMB's algorithm (apex is not in Debian; run_pretraining.py's no-decay names). Saves the losses, the first
+step's masked-LM logits and every gradient of the first step to argv[2], and the final weights, NVIDIA's
+state_dict's entries, to argv[3]: the checkpoint format of docs/bert-checkpoint.md, which the C++ test loads.
+argv[4] is the directory of the v1.1 code; exit 77 where it is absent.
+
+NVIDIA pads the vocabulary to a multiple of 8 and its softmax covers the padding classes too; trainbench's covers
+the real vocabulary. Here the padding classes get a bias of -1e4, so that they take no softmax mass
+(e^-1e4 is 0 in float64), and the loss is trainbench's; their rows get no gradient and LAMB leaves them as they are.
 """
-import math
+import os
 import sys
 
 import torch
-from torch import nn
-import torch.nn.functional as F
 
-
-class Layer(nn.Module):
-    def __init__(self, hidden, heads, intermediate, eps, dropout):
-        super().__init__()
-        self.heads = heads
-        self.dropout = dropout
-        self.attention = nn.Module()
-        self.attention.self = nn.Module()
-        self.attention.self.query = nn.Linear(hidden, hidden)
-        self.attention.self.key = nn.Linear(hidden, hidden)
-        self.attention.self.value = nn.Linear(hidden, hidden)
-        self.attention.output = nn.Module()
-        self.attention.output.dense = nn.Linear(hidden, hidden)
-        self.attention.output.LayerNorm = nn.LayerNorm(hidden, eps=eps)
-        self.intermediate = nn.Module()
-        self.intermediate.dense = nn.Linear(hidden, intermediate)
-        self.output = nn.Module()
-        self.output.dense = nn.Linear(intermediate, hidden)
-        self.output.LayerNorm = nn.LayerNorm(hidden, eps=eps)
-
-    def forward(self, x, mask_bias):
-        b, s, h = x.shape
-        d = h // self.heads
-        split = lambda t: t.view(b, s, self.heads, d).permute(0, 2, 1, 3)
-        q = split(self.attention.self.query(x))
-        k = split(self.attention.self.key(x))
-        v = split(self.attention.self.value(x))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(d) + mask_bias
-        probabilities = F.dropout(scores.softmax(-1), self.dropout, self.training)
-        context = (probabilities @ v).permute(0, 2, 1, 3).reshape(b, s, h)
-        x = self.attention.output.LayerNorm(F.dropout(self.attention.output.dense(context), self.dropout, self.training) + x)
-        out = F.dropout(self.output.dense(F.gelu(self.intermediate.dense(x))), self.dropout, self.training)
-        return self.output.LayerNorm(out + x)
-
-
-class BertForPreTraining(nn.Module):
-    def __init__(self, vocab, hidden, layers, heads, intermediate, positions, eps=1e-12, dropout=0.0):
-        super().__init__()
-        self.dropout = dropout
-        self.bert = nn.Module()
-        self.bert.embeddings = nn.Module()
-        self.bert.embeddings.word_embeddings = nn.Embedding(vocab, hidden)
-        self.bert.embeddings.position_embeddings = nn.Embedding(positions, hidden)
-        self.bert.embeddings.token_type_embeddings = nn.Embedding(2, hidden)
-        self.bert.embeddings.LayerNorm = nn.LayerNorm(hidden, eps=eps)
-        self.bert.encoder = nn.Module()
-        self.bert.encoder.layer = nn.ModuleList([Layer(hidden, heads, intermediate, eps, dropout) for _ in range(layers)])
-        self.bert.pooler = nn.Module()
-        self.bert.pooler.dense = nn.Linear(hidden, hidden)
-        self.cls = nn.Module()
-        self.cls.predictions = nn.Module()
-        self.cls.predictions.transform = nn.Module()
-        self.cls.predictions.transform.dense = nn.Linear(hidden, hidden)
-        self.cls.predictions.transform.LayerNorm = nn.LayerNorm(hidden, eps=eps)
-        self.cls.predictions.bias = nn.Parameter(torch.zeros(vocab))
-        self.cls.seq_relationship = nn.Linear(hidden, 2)
-
-    def forward(self, input_ids, segment_ids, input_mask, masked_lm_positions):
-        e = self.bert.embeddings
-        positions = torch.arange(input_ids.shape[1])
-        x = e.LayerNorm(e.word_embeddings(input_ids) + e.position_embeddings(positions)[None] + e.token_type_embeddings(segment_ids))
-        x = F.dropout(x, self.dropout, self.training)
-        mask_bias = (1.0 - input_mask[:, None, None, :].to(x.dtype)) * -10000.0
-        for layer in self.bert.encoder.layer:
-            x = layer(x, mask_bias)
-        nsp = self.cls.seq_relationship(torch.tanh(self.bert.pooler.dense(x[:, 0])))
-        # Gather the masked positions per sample (the MLPerf format: zero-padded position lists).
-        rows, slots = (masked_lm_positions != 0).nonzero(as_tuple=True)
-        picked = x[rows, masked_lm_positions[rows, slots]]
-        t = self.cls.predictions.transform
-        h = t.LayerNorm(F.gelu(t.dense(picked)))
-        mlm = h @ e.word_embeddings.weight.t() + self.cls.predictions.bias
-        return mlm, nsp, (rows, slots)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from checkpoint_reference import official_bert  # noqa: E402
 
 
 def lamb_step(model, state, step, lr, beta1, beta2, eps, weight_decay, max_grad_norm):
@@ -95,7 +28,7 @@ def lamb_step(model, state, step, lr, beta1, beta2, eps, weight_decay, max_grad_
     clip = global_norm / max_grad_norm if global_norm > max_grad_norm else 1.0
     with torch.no_grad():
         for name, p in params:
-            decay = 0.0 if ("LayerNorm" in name or name.endswith("bias")) else weight_decay
+            decay = 0.0 if any(part in name for part in ("bias", "gamma", "beta", "LayerNorm")) else weight_decay
             m, v = state.setdefault(name, (torch.zeros_like(p), torch.zeros_like(p)))
             g = p.grad / clip
             m.mul_(beta1).add_(g, alpha=1 - beta1)
@@ -110,26 +43,45 @@ def lamb_step(model, state, step, lr, beta1, beta2, eps, weight_decay, max_grad_
 
 
 def main():
-    inputs = torch.load(sys.argv[1])
+    inputs_path, expected_path, checkpoint_path, code_dir = sys.argv[1:5]
+    inputs = torch.load(inputs_path)
     s = {k[len("setting."):]: float(v) for k, v in inputs.items() if k.startswith("setting.")}
-    model = BertForPreTraining(int(s["vocab"]), int(s["hidden"]), int(s["layers"]), int(s["heads"]),
-                               int(s["intermediate"]), int(s["positions"])).double()
-    state = {k[len("state."):]: v for k, v in inputs.items() if k.startswith("state.")}
-    model.load_state_dict(state, strict=True)  # same names and shapes, or the architectures differ
+    vocab = int(s["vocab"])
+    model = official_bert(code_dir, {"vocab_size": vocab, "hidden": s["hidden"], "layers": s["layers"],
+                                     "heads": s["heads"], "intermediate": s["intermediate"],
+                                     "max_positions": s["positions"], "input": inputs["input_ids"]}, dropout=0.0)
+    model.double()
+    initial = torch.load(os.path.join(os.path.dirname(inputs_path), "initial.pt"))
+    model.load_state_dict(initial, strict=True)
+    padding_bias = model.cls.predictions.bias.data[vocab:]
+    padding_bias.fill_(-1e4)
+
+    # The MLPerf format's position lists (0 = unused slot) as the class's (B, S) labels, 0 = not predicted.
+    positions, ids = inputs["masked_lm_positions"], inputs["masked_lm_ids"]
+    labels = torch.zeros_like(inputs["input_ids"])
+    rows, slots = (positions != 0).nonzero(as_tuple=True)
+    labels[rows, positions[rows, slots]] = ids[rows, slots]
     model.train()
     outputs, optimizer_state = {}, {}
     for step in range(2):
         model.zero_grad(set_to_none=True)
-        mlm, nsp, (rows, slots) = model(inputs["input_ids"], inputs["segment_ids"], inputs["input_mask"],
-                                        inputs["masked_lm_positions"])
-        loss = F.cross_entropy(mlm, inputs["masked_lm_ids"][rows, slots]) + F.cross_entropy(nsp, inputs["next_sentence_labels"])
-        loss.backward()
-        lamb_step(model, optimizer_state, step + 1, s["lr"], s["beta1"], s["beta2"], s["eps"], s["weight_decay"], s["max_grad_norm"])
-        outputs[f"loss{step}"] = loss.detach()
         if step == 0:
-            outputs["mlm_logits0"] = mlm.detach()
-    torch.save(outputs, sys.argv[2])
-    torch.save({name: tensor for name, tensor in model.state_dict().items()}, sys.argv[3])
+            with torch.no_grad():
+                scores, _ = model(inputs["input_ids"], inputs["segment_ids"], inputs["input_mask"])
+            outputs["mlm_logits0"] = scores[rows, positions[rows, slots], :vocab]
+        loss, _, _ = model(inputs["input_ids"], inputs["segment_ids"], inputs["input_mask"], labels,
+                           inputs["next_sentence_labels"])
+        loss.backward()
+        outputs[f"loss{step}"] = loss.detach().double()
+        if step == 0:
+            for name, p in model.named_parameters():
+                outputs["grad." + name] = p.grad.clone()
+        lamb_step(model, optimizer_state, step + 1, s["lr"], s["beta1"], s["beta2"], s["eps"], s["weight_decay"],
+                  s["max_grad_norm"])
+    torch.save(outputs, expected_path)
+    padding_bias.zero_()  # as the class holds padding classes when nobody has switched them off
+    # A plain dict: LibTorch 1.13's reader cannot read the OrderedDict state_dict() returns (docs/checkpoints.md).
+    torch.save(dict(model.state_dict()), checkpoint_path)
 
 
 if __name__ == "__main__":

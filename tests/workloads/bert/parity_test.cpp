@@ -1,7 +1,11 @@
-// One-step parity of the BERT model and LAMB against an independent implementation in Debian's
-// python3-torch (bert_reference.py): same initial weights and batch, two training steps (dropout off), then
-// losses, masked-LM logits and all weights must agree. The reference's final weights come back as a
-// torch.save'd checkpoint, which load_checkpoint reads, so the checkpoint format is tested on a real file.
+// Step parity of the BERT model and LAMB against NVIDIA's own v1.1 BertForPretraining (modeling.py, run by
+// bert_reference.py under Debian's python3-torch): the weights go over through save_official_checkpoint and load
+// into NVIDIA's class strictly; on the same batch (dropout off) the first step's masked-LM logits, its loss and
+// every gradient, then the second step's loss and all weights after two LAMB steps must agree. The reference's
+// final weights come back as NVIDIA's state_dict, which load_checkpoint reads, so the checkpoint format is
+// tested on a real file of that layout.
+#include <sys/wait.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -43,7 +47,7 @@ data::BertSamples tiny_batch() {
   return samples;
 }
 
-TEST(BertParity, TwoLambStepsMatchAnIndependentPyTorchImplementation) {
+TEST(BertParity, TwoLambStepsMatchNvidiasBertForPretraining) {
   torch::manual_seed(5);
   const auto options = BertOptions().vocab_size(110).hidden(16).layers(2).heads(4).intermediate(24).max_positions(12).dropout(0);
   BertForPreTraining model(options);
@@ -60,8 +64,10 @@ TEST(BertParity, TwoLambStepsMatchAnIndependentPyTorchImplementation) {
 
   const fs::path dir = fs::temp_directory_path() / ("trainbench_bert_parity_" + std::to_string(::getpid()));
   fs::create_directories(dir);
+  save_official_checkpoint(model, (dir / "initial.pt").string());
+  c10::Dict<std::string, torch::Tensor> initial;
+  for (const auto& item : model->named_parameters()) initial.insert(item.key(), item.value().clone());
   c10::Dict<std::string, torch::Tensor> inputs;
-  for (const auto& item : model->named_parameters()) inputs.insert("state." + item.key(), item.value().clone());
   const auto as_long = [](const auto& values, std::vector<int64_t> shape) {
     return torch::tensor(std::vector<int64_t>(values.begin(), values.end()), torch::kLong).view(shape);
   };
@@ -80,8 +86,10 @@ TEST(BertParity, TwoLambStepsMatchAnIndependentPyTorchImplementation) {
 
   const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_BERT_REFERENCE_SCRIPT + " " +
                               (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string() + " " +
-                              (dir / "checkpoint.pt").string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << "reference failed (is python3-torch installed?): " << command;
+                              (dir / "checkpoint.pt").string() + " " + TRAINBENCH_REFERENCE_CODE_DIR;
+  const int status = std::system(command.c_str());
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
+  ASSERT_EQ(status, 0) << "reference failed (is python3-torch installed?): " << command;
   const auto expected = load_dict(dir / "expected.pt");
   const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
 
@@ -89,6 +97,20 @@ TEST(BertParity, TwoLambStepsMatchAnIndependentPyTorchImplementation) {
   for (const auto& item : model->named_parameters()) parameters.emplace_back(item.key(), item.value());
   Lamb lamb(parameters, LambOptions().beta1(beta1).beta2(beta2).epsilon(eps).weight_decay(weight_decay).max_grad_norm(max_grad_norm));
   model->train();
+  {
+    const BertOutputs outputs = model->forward(batch.input_ids, batch.segment_ids, batch.input_mask, batch.masked_positions);
+    pretraining_loss(model, outputs, batch).backward();
+    const int64_t vocab = options.vocab_size();
+    for (const auto& item : model->named_parameters()) {
+      torch::Tensor official = reference("grad." + item.key());
+      if (official.size(0) != item.value().size(0)) {  // the padded vocabulary's rows: no gradient reaches them
+        EXPECT_EQ(official.narrow(0, vocab, official.size(0) - vocab).abs().max().item<double>(), 0.0) << item.key();
+        official = official.narrow(0, 0, vocab);
+      }
+      EXPECT_TRUE(torch::allclose(item.value().grad(), official, 1e-8, 1e-11)) << "gradient of " << item.key();
+    }
+    model->zero_grad();
+  }
   const Config step_config = testing::step_config(1);
   TrainingLoop loop(step_config, torch::kCPU, model->parameters(), nullptr);
   for (int step = 0; step < 2; ++step) {
@@ -97,7 +119,9 @@ TEST(BertParity, TwoLambStepsMatchAnIndependentPyTorchImplementation) {
       EXPECT_TRUE(torch::allclose(model->masked_lm_logits(outputs.masked_lm_features).detach(), reference("mlm_logits0"), 1e-9, 1e-10));
     }
     const double loss = loop.update(training_step(model, lamb, batch, lr));
-    EXPECT_NEAR(loss, reference("loss" + std::to_string(step)).item<double>(), 1e-10) << "step " << step;
+    // NVIDIA's forward returns its loss as float32.
+    const double official_loss = reference("loss" + std::to_string(step)).item<double>();
+    EXPECT_NEAR(loss, official_loss, 1e-6 * official_loss) << "step " << step;
   }
   EXPECT_GT(lamb.last_gradient_norm(), max_grad_norm) << "clipping was not exercised";
 
@@ -107,11 +131,12 @@ TEST(BertParity, TwoLambStepsMatchAnIndependentPyTorchImplementation) {
   int compared = 0;
   const auto trained = model->named_parameters();
   for (const auto& item : loaded->named_parameters()) {
-    EXPECT_TRUE(torch::allclose(trained[item.key()], item.value(), 1e-9, 1e-10)) << item.key();
+    // 1e-8: NVIDIA's GELU rounds sqrt(2 / pi) to 0.79788456 (8e-10 relative), which the steps carry on.
+    EXPECT_TRUE(torch::allclose(trained[item.key()], item.value(), 1e-8, 1e-9)) << item.key();
     // The key bias adds the same q.b to every score of a query, which softmax ignores: its gradient is 0 up to
     // rounding, and LAMB's normalised update may or may not turn that rounding into a step. Skip it here.
     if (item.key().find("attention.self.key.bias") == std::string::npos) {
-      EXPECT_FALSE(torch::equal(trained[item.key()], inputs.at("state." + item.key()))) << item.key() << " never moved";
+      EXPECT_FALSE(torch::equal(trained[item.key()], initial.at(item.key()))) << item.key() << " never moved";
     }
     ++compared;
   }
