@@ -2,7 +2,7 @@
 MLPerf v1.1 reference (single_stage_detector/ssd: ssd300.py, base_model.py, utils.py) for the presets' image
 sizes and block counts, which SSD300 fixes: torchvision's own ResNet (BasicBlock) cut after layer3 with
 layer3's first stride set to 1, the extra blocks and heads, DefaultBoxes, Encoder.encode and Loss. The parity
-test (tests/workloads/ssd/) uses the reference's own boxes, matching, loss and decoding, and this network.
+test (tests/workloads/ssd/) runs the reference's own SSD300 and box code instead.
 """
 import itertools
 from math import sqrt

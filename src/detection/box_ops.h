@@ -45,7 +45,8 @@ constexpr int kNmsDeviceRounds = 64;
 // changes nothing has reached it. Each round is one matrix-vector product and one scalar read. Returns an
 // undefined tensor when `max_rounds` rounds do not settle it.
 torch::Tensor greedy_keep_in_rounds(const torch::Tensor& suppresses, int max_rounds);
-// NMS within each class (`classes`: (N,) int64), all classes at once: torchvision.ops.batched_nms.
+// NMS within each class (`classes`: (N,) int64): torchvision.ops.batched_nms. The survivors, best first (equal
+// scores by index).
 torch::Tensor batched_nms(const torch::Tensor& boxes_ltrb, const torch::Tensor& scores, const torch::Tensor& classes,
                           double iou_threshold);
 

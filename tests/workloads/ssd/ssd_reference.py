@@ -1,13 +1,12 @@
 """Reference for the SSD parity test, run with Debian's python3-torch and python3-torchvision.
 
-The default boxes, the matching (Encoder.encode), the loss and the decoding (Encoder.decode_batch) are the
-v1.1 reference's own code (single_stage_detector/ssd/utils.py and base_model.py, from the directory argv[3];
-exit 77 where it is absent). The network is written here after ssd300.py, because the test's geometry (75 px,
-one block per stage) is not one SSD300 builds: torchvision's own ResNet (BasicBlock) cut after layer3 with
-layer3's first stride set to 1, the extra blocks and the heads. torch.optim.SGD takes the step. Reads the C++
-test's weights, batch and settings from argv[1]; writes the default boxes (of the test's geometry and of
-dboxes300_coco), matched targets, loss, the weights after one SGD step and the decoded detections of the first
-image to argv[2].
+Everything here is the v1.1 reference's own code (single_stage_detector/ssd/ from the directory argv[3]; exit 77
+where it is absent): SSD300 with its ResNet-34 body (ssd300.py, base_model.py, built as checkpoint_reference.py
+builds it), dboxes300_coco's DefaultBoxes, the matching (Encoder.encode), the loss (base_model.py's Loss) and the
+decoding (Encoder.decode_batch); torch.optim.SGD takes the step. Loads the weights trainbench exported
+(initial.pt beside argv[1]) strictly, reads the batch and settings from argv[1], and writes the default boxes,
+the matched targets, the loss, every gradient, the weights after one SGD step (parameters and batch-norm
+statistics, by the reference's names) and the decoded detections of the first image to argv[2].
 """
 import os
 import sys
@@ -15,9 +14,9 @@ import types
 
 import torch
 
-# The reduced network, shared with the speed peer.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "peers"))
-from ssd_model import SSD  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from checkpoint_reference import official_ssd300  # noqa: E402
+
 
 def official_box_code(code_dir):
     """The reference's own DefaultBoxes and Encoder (utils.py) and Loss (base_model.py); exit 77 without them."""
@@ -38,20 +37,14 @@ def official_box_code(code_dir):
 
 def main():
     inputs = torch.load(sys.argv[1])
+    work_dir = os.path.dirname(os.path.abspath(sys.argv[1]))
     DefaultBoxes, Encoder, Loss = official_box_code(sys.argv[3])
     setting = lambda key: inputs["setting." + key]  # noqa: E731
-    image_size = int(setting("image_size"))
-    feature_sizes = setting("feature_sizes").tolist()
-    ratios = [[float(r) for r in row if r > 0] for row in setting("aspect_ratios").tolist()]
-    dboxes = DefaultBoxes(image_size, feature_sizes, setting("steps").tolist(), setting("scales").tolist(), ratios)
-    dboxes300 = DefaultBoxes(300, [38, 19, 10, 5, 3, 1], [8, 16, 32, 64, 100, 300], [21, 45, 99, 153, 207, 261, 315],
-                             [[2], [2, 3], [2, 3], [2, 3], [2], [2]])
-    num_classes = int(setting("num_classes"))
-    model = SSD(num_classes, setting("blocks").tolist(), feature_sizes[0], [2 + 2 * len(r) for r in ratios])
-    state = {key[len("state."):]: value for key, value in inputs.items() if key.startswith("state.")}
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    assert not missing, missing
-    assert all(key.startswith("default_boxes") for key in unexpected), unexpected
+    # dboxes300_coco, as train.py builds it.
+    dboxes = DefaultBoxes(300, [38, 19, 10, 5, 3, 1], [8, 16, 32, 64, 100, 300], [21, 45, 99, 153, 207, 261, 315],
+                          [[2], [2, 3], [2, 3], [2, 3], [2], [2]])
+    model = official_ssd300(sys.argv[3], work_dir)
+    model.load_state_dict(torch.load(os.path.join(work_dir, "initial.pt")), strict=True)
     model.train()
 
     images = inputs["images"]
@@ -72,6 +65,7 @@ def main():
     loss = Loss(dboxes)(ploc, plabel, gloc, glabel)
     optimizer.zero_grad()
     loss.backward()
+    out = {"grad." + name: p.grad.clone() for name, p in model.named_parameters()}
     optimizer.step()
 
     with torch.no_grad():
@@ -79,9 +73,9 @@ def main():
         boxes, labels, scores = encoder.decode_batch(inputs["decode.locations"][None].clone(),
                                                      inputs["decode.scores"][None].clone(), criteria=0.5,
                                                      max_output=200)[0]
-    out = {"default_boxes": dboxes(order="xywh"), "default_boxes300": dboxes300(order="xywh"), "matched_boxes": torch.stack(matched_boxes),
-           "matched_labels": glabel, "loss": loss.detach(), "decoded_boxes": boxes, "decoded_labels": labels,
-           "decoded_scores": scores}
+    out.update({"default_boxes300": dboxes(order="xywh"), "matched_boxes": torch.stack(matched_boxes),
+                "matched_labels": glabel, "loss": loss.detach(), "decoded_boxes": boxes, "decoded_labels": labels,
+                "decoded_scores": scores})
     for key, value in model.state_dict().items():
         out["state." + key] = value
     torch.save(out, sys.argv[2])

@@ -1,6 +1,8 @@
-// SSD: the default boxes, matching and box coding, one training step and the evaluation decode against the v1.1
-// reference's own boxes, matching, loss and decoding under python3-torch + torchvision (ssd_reference.py), and the
-// quality gate (the tiny preset through the harness, its log reviewed).
+// SSD: the default boxes, matching and box coding, one training step of SSD300 and the evaluation decode against
+// the v1.1 reference's own SSD300, boxes, matching, loss and decoding under python3-torch + torchvision
+// (ssd_reference.py), and the quality gate (the tiny preset through the harness, its log reviewed).
+#include <sys/wait.h>
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -85,44 +87,35 @@ TEST(SsdModel, MatchedBoxesSurviveEncodeAndDecode) {
   EXPECT_TRUE(torch::allclose(decoded, truth.index({labels.index({positive}) - 1}), 1e-5, 1e-6));
 }
 
-TEST(SsdParity, OneStepAndDecodeMatchTheReferencesBoxesLossAndDecoding) {
+// The reference's own SSD300 (ResNet-34 body, 81 classes, 300 px): the reference preset's model at full size.
+TEST(SsdParity, OneStepOfSsd300AndTheDecodeMatchTheReferencesOwnCode) {
   torch::manual_seed(11);
-  const auto geometry = geometry75();
-  // Full widths: the reference backbone is torchvision's own ResNet, whose widths are fixed.
-  Ssd model(SsdOptions().image_size(75).blocks_per_stage({1, 1, 1}).width_divisor(1).num_classes(4).geometry(geometry));
+  Ssd model(SsdOptions{});
   model->train();
-  const int64_t batch = 3;
-  const auto images = torch::randn({batch, 3, 75, 75});
-  // Image 0: two objects; image 1: one large object; image 2: three, two of them overlapping.
+  const int64_t batch = 2;
+  const auto images = torch::randn({batch, 3, 300, 300});
+  // Image 0: two objects and a large one; image 1: three, two of them overlapping.
   const auto boxes = torch::tensor({0.1f, 0.1f, 0.4f, 0.5f, 0.5f, 0.2f, 0.9f, 0.6f, 0.05f, 0.1f, 0.95f, 0.9f, 0.2f, 0.2f,
                                     0.5f, 0.5f, 0.3f, 0.3f, 0.6f, 0.6f, 0.7f, 0.1f, 0.8f, 0.3f})
                          .view({6, 4});
-  const auto labels = torch::tensor({1, 3, 2, 1, 1, 3}, torch::kInt64);
-  const std::vector<int64_t> offsets{0, 2, 3, 6};
+  const auto labels = torch::tensor({1, 37, 80, 5, 5, 62}, torch::kInt64);
+  const std::vector<int64_t> offsets{0, 3, 6};
   const double lr = 0.05, momentum = 0.9, weight_decay = 5e-4;
 
   const fs::path dir = fs::temp_directory_path() / ("trainbench_ssd_parity_" + std::to_string(::getpid()));
   fs::create_directories(dir);
+  save_state_dict(official_state(model), (dir / "initial.pt").string());
   c10::Dict<std::string, torch::Tensor> inputs;
-  for (const auto& item : model->named_parameters()) inputs.insert("state." + item.key(), item.value().clone());
-  for (const auto& item : model->named_buffers()) inputs.insert("state." + item.key(), item.value().clone());
   inputs.insert("images", images);
   inputs.insert("boxes", boxes);
   inputs.insert("labels", labels);
   inputs.insert("object_offsets", torch::tensor(offsets));
-  inputs.insert("setting.image_size", torch::tensor(75));
-  inputs.insert("setting.feature_sizes", torch::tensor(std::vector<int64_t>{10, 5, 3, 1}));
-  inputs.insert("setting.steps", torch::tensor(geometry.steps));
-  inputs.insert("setting.scales", torch::tensor(geometry.scales));
-  inputs.insert("setting.aspect_ratios", torch::tensor({2.0, 0.0, 2.0, 3.0, 2.0, 0.0, 2.0, 0.0}).view({4, 2}));
-  inputs.insert("setting.num_classes", torch::tensor(4));
-  inputs.insert("setting.blocks", torch::tensor(std::vector<int64_t>{1, 1, 1}));
   inputs.insert("setting.lr", torch::tensor(lr, torch::kFloat64));
   inputs.insert("setting.momentum", torch::tensor(momentum, torch::kFloat64));
   inputs.insert("setting.weight_decay", torch::tensor(weight_decay, torch::kFloat64));
   // A confident, peaked output for the decode comparison: many boxes above the score threshold, overlapping.
-  const auto decode_locations = torch::randn({4, 590}) * 0.5;
-  const auto decode_scores = torch::randn({4, 590}) * 3;
+  const auto decode_locations = torch::randn({4, 8732}) * 0.5;
+  const auto decode_scores = torch::randn({81, 8732}) * 3;
   inputs.insert("decode.locations", decode_locations);
   inputs.insert("decode.scores", decode_scores);
   save_dict(inputs, dir / "inputs.pt");
@@ -136,10 +129,10 @@ TEST(SsdParity, OneStepAndDecodeMatchTheReferencesBoxesLossAndDecoding) {
   const auto expected = load_dict(dir / "expected.pt");
   const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
 
-  // Default boxes: the tiny geometry and dboxes300_coco (8732 boxes), computed independently.
-  EXPECT_TRUE(torch::allclose(model->default_boxes_xywh(), reference("default_boxes"), 0, 1e-7));
-  const auto boxes300 = detection::default_boxes_xywh(detection::ssd300_geometry());
+  // dboxes300_coco's 8732 boxes, from the model and from the geometry alone.
   ASSERT_EQ(reference("default_boxes300").size(0), 8732);
+  EXPECT_TRUE(torch::allclose(model->default_boxes_xywh(), reference("default_boxes300"), 0, 1e-7));
+  const auto boxes300 = detection::default_boxes_xywh(detection::ssd300_geometry());
   EXPECT_TRUE(torch::allclose(torch::from_blob(const_cast<float*>(boxes300.data()), {8732, 4}), reference("default_boxes300"), 0, 1e-7));
 
   std::vector<torch::Tensor> matched_boxes, matched_labels;
@@ -158,20 +151,30 @@ TEST(SsdParity, OneStepAndDecodeMatchTheReferencesBoxesLossAndDecoding) {
   const auto [locations, scores] = model->forward(images);
   const auto loss = ssd_loss(locations, scores, target_boxes, target_labels, model->default_boxes_xywh());
   loss.backward();
-  optimizer.step();
   EXPECT_NEAR(loss.item<double>(), reference("loss").item<double>(), 1e-4 * std::abs(reference("loss").item<double>()));
+  int gradients = 0;
+  for (const NamedTensor& named : official_state(model)) {
+    if (!named.tensor.requires_grad()) continue;  // batch-norm statistics
+    const auto official = reference("grad." + named.name);  // 1e-4 of the tensor's largest entry
+    EXPECT_TRUE(torch::allclose(named.tensor.grad(), official, 1e-4, 1e-4 * official.abs().max().item<double>()))
+        << "gradient of " << named.name;
+    ++gradients;
+  }
+  optimizer.step();
   int compared = 0;
-  for (const auto& item : model->named_parameters()) {
-    EXPECT_TRUE(torch::allclose(item.value(), reference("state." + item.key()), 1e-4, 1e-5)) << item.key();
+  for (const NamedTensor& named : official_state(model)) {
+    EXPECT_TRUE(torch::allclose(named.tensor.to(torch::kFloat64), reference("state." + named.name).to(torch::kFloat64), 1e-4, 1e-5))
+        << named.name;
     ++compared;
   }
-  for (const auto& item : model->named_buffers()) {
-    if (item.key().find("default_boxes") != std::string::npos) continue;
-    EXPECT_TRUE(torch::allclose(item.value().to(torch::kFloat64), reference("state." + item.key()).to(torch::kFloat64), 1e-4, 1e-5))
-        << item.key();
+  // Every tensor of the reference's state_dict, every parameter's gradient.
+  int reference_state = 0, reference_gradients = 0;
+  for (const auto& entry : expected) {
+    reference_state += entry.key().toStringRef().rfind("state.", 0) == 0;
+    reference_gradients += entry.key().toStringRef().rfind("grad.", 0) == 0;
   }
-  // Stem 3, layer1 6, layer2 and layer3 9 each (with the shortcut), 3 extra blocks x 4, 4 levels x 4.
-  EXPECT_EQ(compared, 3 + 6 + 9 + 9 + 12 + 16);
+  EXPECT_EQ(compared, reference_state);
+  EXPECT_EQ(gradients, reference_gradients);
 
   const ImageDetections found = decode(decode_locations, decode_scores, model->default_boxes_xywh(), DecodeOptions{});
   ASSERT_GT(found.scores.numel(), 10);
