@@ -7,8 +7,8 @@ then inference on the same batch (detection and mask paste, 100 detections per i
     /usr/bin/python3 bench/peers/maskrcnn_train_step.py --preset mini --threads 2 --steps 10 --warmup 2
 
 The body is torchvision's ResNet-50 (maskrcnn_resnet50_fpn's, frozen BN, stem and res2 frozen) for the
-reference preset, and for the scaled presets the parity test's reference body (tests/workloads/maskrcnn/
-maskrcnn_reference.py: the preset's bottleneck widths and depths, stride in the 1x1) with batch norm or frozen
+reference preset, and for the scaled presets maskrcnn_model.py's body (the preset's bottleneck widths and
+depths, stride in the 1x1) with batch norm or frozen
 batch norm as the preset says; FPN, anchors, RPN, box and mask heads are torchvision's, sized from the preset.
 What torchvision does differently from trainbench (and the MLPerf reference): its post-NMS proposal count is
 per image over all levels (the reference keeps post-NMS per level, then the top N over the whole batch in
@@ -27,8 +27,7 @@ from torchvision.ops.feature_pyramid_network import LastLevelMaxPool
 
 import step_timing
 
-step_timing.use_reference("maskrcnn")
-import maskrcnn_reference as reference  # noqa: E402
+import maskrcnn_model
 
 
 class ScaledBackbone(nn.Module):
@@ -37,8 +36,8 @@ class ScaledBackbone(nn.Module):
     def __init__(self, config):
         super().__init__()
         if not config["frozen_batch_norm"]:
-            reference.FrozenBatchNorm2d = lambda n: nn.BatchNorm2d(n)  # noqa: E731
-        self.body = reference.Body(config["body_widths"], config["blocks_per_stage"])
+            maskrcnn_model.FrozenBatchNorm2d = lambda n: nn.BatchNorm2d(n)  # noqa: E731
+        self.body = maskrcnn_model.Body(config["body_widths"], config["blocks_per_stage"])
         self.out_channels = config["fpn_channels"]
         self.fpn = FeaturePyramidNetwork([4 * w for w in config["body_widths"]], self.out_channels,
                                          extra_blocks=LastLevelMaxPool())
