@@ -239,7 +239,7 @@ TEST_F(CheckpointTest, ExportedBertLoadsIntoNvidiasBertForPretrainingStrictlyAnd
 // DLRM_Net is not in ../shared: the test runs where TRAINBENCH_DLRM_REFERENCE_DIR names a checkout of
 // facebookresearch/dlrm's mlperf branch (docs/checkpoints.md), and is skipped elsewhere. The mini preset's
 // model: the reference preset's tables are 89 GiB.
-TEST_F(CheckpointTest, ExportedDlrmLoadsIntoTheReferenceDlrmNetStrictlyAndGivesTheSameClickProbabilities) {
+TEST_F(CheckpointTest, ExportedDlrmLoadsIntoTheReferenceDlrmNetStrictlyAndGivesTheSameProbabilitiesLossAndGradients) {
   const std::string state = export_preset_model("dlrm", "mini");
   const Config config = preset_config(find_workload("dlrm"), "mini", {"precision=fp32"});
   const std::vector<int64_t> tables = config.integers("table_sizes");
@@ -263,12 +263,32 @@ TEST_F(CheckpointTest, ExportedDlrmLoadsIntoTheReferenceDlrmNetStrictlyAndGivesT
   std::vector<torch::Tensor> columns;
   for (const int64_t rows : tables) columns.push_back(torch::randint(rows, {batch}));
   const torch::Tensor sparse = torch::stack(columns, 1);
-  torch::NoGradGuard no_grad;
+  const torch::Tensor labels = torch::tensor({1.0f, 0.0f, 0.0f, 1.0f, 0.0f, 1.0f});
   c10::Dict<std::string, torch::Tensor> extra;
   extra.insert("sparse", sparse);
   extra.insert("table_sizes", torch::tensor(tables));
   extra.insert("bottom_mlp", torch::tensor(config.integers("bottom_mlp")));
   extra.insert("top_mlp", torch::tensor(config.integers("top_mlp")));
+  // One step's loss (the training step's) and every gradient, by DLRM_Net's names: the embedding rows' gradients
+  // scattered into dense tables, as DLRM_Net's sparse gradients read densely.
+  const dlrm::EmbeddingLookup lookup = model->lookup(sparse);
+  lookup.vectors.requires_grad_(true);
+  const torch::Tensor loss = torch::binary_cross_entropy_with_logits(model->predict(dense, lookup.vectors), labels);
+  loss.backward();
+  const torch::Tensor table_gradients = torch::zeros_like(model->embeddings).index_add_(
+      0, lookup.rows, lookup.vectors.grad().reshape({lookup.rows.numel(), -1}));
+  int64_t first_row = 0, table = 0;
+  for (const NamedTensor& named : dlrm::official_state(model, "test")) {
+    if (named.name.rfind("emb_l.", 0) == 0) {
+      extra.insert("grad." + named.name, table_gradients.narrow(0, first_row, tables[table]));
+      first_row += tables[table++];
+    } else {
+      extra.insert("grad." + named.name, named.tensor.grad());
+    }
+  }
+  extra.insert("labels", labels);
+  extra.insert("loss", loss.detach());
+  torch::NoGradGuard no_grad;
   if (!official_model_agrees("dlrm", state, dense, torch::sigmoid(model->forward(dense, sparse)), extra))
     GTEST_SKIP() << "no DLRM reference checkout: set TRAINBENCH_DLRM_REFERENCE_DIR";
 }
