@@ -14,9 +14,9 @@ the reference preset's sizes; its dense (B, T, U + 1, classes) logits are compar
 cells, the rows trainbench's packed joint computes. dlrm: the reference's DLRM_Net from the checkout
 TRAINBENCH_DLRM_REFERENCE_DIR names, on one id per table and sample, then one step's loss and every gradient.
 maskrcnn: the reference's GeneralizedRCNN (object_detection/pytorch/maskrcnn_benchmark, built from
-configs/e2e_mask_rcnn_R_50_FPN_1x.yaml with stand-ins for yacs and the compiled ops), its backbone's P2..P6 compared. bert: NVIDIA's v1.1 BertForPretraining
-(nvidia-v1.1/.../bert/implementations/pytorch/modeling.py, unfused, with stand-ins for apex and NVIDIA's CUDA
-extensions). Exit 77 when the reference code is absent.
+configs/e2e_mask_rcnn_R_50_FPN_1x.yaml with stand-ins for yacs and the compiled ops), its backbone's P2..P6
+compared. bert: NVIDIA's v1.1 BertForPretraining (nvidia-v1.1/.../bert/implementations/pytorch/modeling.py,
+unfused, with stand-ins for apex and NVIDIA's CUDA extensions). Exit 77 when the reference code is absent.
 """
 import ast
 import copy
