@@ -8,12 +8,12 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "support/accumulation.h"
+#include "support/torch_pickle.h"
 #include "util/error.h"
 #include "workloads/bert/pretraining.h"
 
@@ -22,16 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void save_dict(const c10::Dict<std::string, torch::Tensor>& dict, const fs::path& path) {
-  const std::vector<char> bytes = torch::pickle_save(dict);
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-c10::Dict<c10::IValue, c10::IValue> load_dict(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return torch::pickle_load(bytes).toGenericDict();
-}
+using testing::load_dict;
+using testing::save_dict;
 
 // Two sequences of 12 tokens, the second with 3 padding tokens, 3 prediction slots each (one unused).
 data::BertSamples tiny_batch() {
