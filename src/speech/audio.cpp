@@ -107,4 +107,92 @@ std::vector<float> resample(const std::vector<float>& samples, double ratio) {
   return out;
 }
 
+namespace {
+
+// DALI's resampling window as its audio decoder sets it up at the default quality 50 (v1.5.0
+// dali/kernels/signal/resampling.h windowed_sinc, audio_decoder_op.h: 16 lobes, 16 * 64 + 1 entries):
+// sinc(x) * hann(y) at x = k / 32, y = 2k / 1025, k = -512..512, in float as DALI tabulates it, with a zero
+// entry at either end.
+struct DaliWindow {
+  static constexpr int kLobes = 16, kEntries = kLobes * 64 + 1;
+
+  DaliWindow() : lookup(kEntries + 2, 0.0f) {
+    const float step = 2.0f * kLobes / (kEntries - 1), envelope_step = 2.0f / kEntries;
+    const int middle = (kEntries - 1) / 2;
+    for (int i = 0; i < kEntries; ++i) {
+      const float x = static_cast<float>(i - middle) * step, y = static_cast<float>(i - middle) * envelope_step;
+      const auto px = static_cast<float>(x * M_PI);
+      const float sinc = std::abs(px) < 1e-5f ? 1.0f - px * px * (1.0f / 6) : std::sin(px) / px;
+      lookup[static_cast<size_t>(i) + 1] = static_cast<float>(sinc * (0.5 * (1 + std::cos(y * M_PI))));
+    }
+    scale = 1 / step;
+    center = static_cast<float>(middle + 1);
+  }
+
+  // The scalar path: the entry below (truncation; the table index is positive), interpolated.
+  float at(float x) const {
+    const float fi = x * scale + center;
+    const int i = static_cast<int>(fi);
+    return interpolate(i, fi - static_cast<float>(i));
+  }
+  // The SSE2 path's lanes: _mm_cvtps_epi32 rounds to the nearest entry, so the fraction is in [-0.5, 0.5] and
+  // half the taps extrapolate the segment above (DALI rounded here until 2022). Adding and removing 1.5 * 2^23
+  // rounds a float of this range to the nearest integer, ties to even, as the instruction does.
+  float at_rounded(float x) const {
+    const float fi = x * scale + center;
+    const float nearest = (fi + 12582912.0f) - 12582912.0f;
+    return interpolate(static_cast<int>(nearest), fi - nearest);
+  }
+
+  std::vector<float> lookup;
+  float scale = 0, center = 0;
+
+ private:
+  float interpolate(int i, float fraction) const {
+    const auto index = static_cast<size_t>(i);
+    return lookup[index] + fraction * (lookup[index + 1] - lookup[index]);
+  }
+};
+
+}  // namespace
+
+std::vector<float> dali_resample(const std::vector<float>& samples, double in_rate, double out_rate) {
+  if (!(in_rate > 0) || !(out_rate > 0))
+    fail("dali_resample", "the rates must be positive, got " + std::to_string(in_rate) + " and " + std::to_string(out_rate));
+  if (in_rate == out_rate) return samples;  // the decoder resamples only when the rates differ
+  static const DaliWindow window;
+  const auto n = static_cast<int64_t>(samples.size());
+  const auto out_size = static_cast<int64_t>(std::ceil(static_cast<double>(n) * out_rate / in_rate));
+  std::vector<float> out(static_cast<size_t>(out_size));
+  const double scale = in_rate / out_rate;
+  const auto step = static_cast<float>(scale);
+  // DALI's Resampler::Resample, single channel: each block of 1024 outputs starts from its exact input
+  // position, and within the block the position advances by the float step.
+  constexpr int64_t kBlock = 1024;
+  for (int64_t block = 0; block < out_size; block += kBlock) {
+    const double start = static_cast<double>(block) * scale;
+    const auto base = static_cast<int64_t>(std::floor(start));
+    auto position = static_cast<float>(start - static_cast<double>(base));
+    for (int64_t j = block; j < std::min(block + kBlock, out_size); ++j, position += step) {
+      const int64_t first = std::max<int64_t>(static_cast<int64_t>(std::ceil(position)) - DaliWindow::kLobes, -base);
+      const int64_t last = std::min<int64_t>(static_cast<int64_t>(std::floor(position)) + DaliWindow::kLobes, n - 1 - base);
+      // The SSE2 loop: taps four at a time, each lane with its own running offset and sum, the lanes added as
+      // (0 + 2) + (1 + 3); then the remaining taps one by one.
+      float lane[4] = {0, 0, 0, 0}, offset[4];
+      int64_t i = first;
+      for (int k = 0; k < 4; ++k) offset[k] = static_cast<float>(i + k) - position;
+      for (; i + 3 <= last; i += 4)
+        for (int k = 0; k < 4; ++k) {
+          lane[k] += samples[static_cast<size_t>(base + i + k)] * window.at_rounded(offset[k]);
+          offset[k] += 4.0f;
+        }
+      float sum = (lane[0] + lane[2]) + (lane[1] + lane[3]);
+      for (float x = static_cast<float>(i) - position; i <= last; ++i, x += 1.0f)
+        sum += samples[static_cast<size_t>(base + i)] * window.at(x);
+      out[static_cast<size_t>(j)] = sum;
+    }
+  }
+  return out;
+}
+
 }  // namespace trainbench::speech

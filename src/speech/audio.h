@@ -1,7 +1,7 @@
 #pragma once
 // Audio files through libsndfile (FLAC, WAV, ...): reading an utterance as mono float samples, writing
-// 16-bit FLAC, and a band-limited resampler for speed perturbation and for bringing synthesised speech to
-// 16 kHz.
+// 16-bit FLAC, a band-limited resampler for bringing synthesised speech to 16 kHz, and DALI's resampler for
+// speed perturbation.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,8 +29,17 @@ AudioInfo read_audio_info(const std::string& path);
 void write_flac(const std::string& path, const std::vector<float>& samples, int sample_rate);
 
 // Resamples by `ratio` (output rate / input rate; the output has round(n * ratio) samples) with a
-// Hann-windowed sinc whose cutoff follows the lower of the two rates, so downsampling does not alias.
-// Written here because libsndfile does not resample and libsamplerate is not among the dependencies.
+// Hann-windowed sinc whose cutoff follows the lower of the two rates, so downsampling does not alias: what
+// `data make rnnt` brings synthesised speech to 16 kHz with. Written here because libsndfile does not
+// resample and libsamplerate is not among the dependencies.
 std::vector<float> resample(const std::vector<float>& samples, double ratio);
+
+// Resamples from in_rate to out_rate as DALI's audio decoder does when given a sample_rate (the reference's
+// speed perturbation; DALI v1.5.0 dali/kernels/signal/resampling.h, audio_decoder_impl.cc, in float32 as
+// there): a copy when the rates are equal; otherwise ceil(n * out_rate / in_rate) outputs, output j at input
+// position j * in_rate / out_rate, a Hann-windowed sinc of 16 lobes tabulated in 1025 entries and
+// interpolated linearly, the same filter at every ratio (no lower cutoff when downsampling, so what lies
+// above the new Nyquist frequency aliases), taps outside the signal left out.
+std::vector<float> dali_resample(const std::vector<float>& samples, double in_rate, double out_rate);
 
 }  // namespace trainbench::speech

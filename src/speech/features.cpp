@@ -29,8 +29,9 @@ int64_t reflect(int64_t i, int64_t n) {
   return i < n ? i : period - i;
 }
 
-// The moving power window of the silence detector (DALI nonsilent_region's default window_length).
-constexpr int64_t kPowerWindow = 2048;
+// DALI nonsilent_region's defaults: the window of its moving mean square and how often the running sum is
+// recomputed (window_length, reset_interval).
+constexpr int64_t kPowerWindow = 2048, kPowerResetInterval = 8192;
 
 }  // namespace
 
@@ -99,22 +100,32 @@ void FeaturePipeline::fft(std::vector<std::complex<double>>& data) const {
 
 std::pair<size_t, size_t> FeaturePipeline::nonsilent_region(const std::vector<float>& samples) const {
   if (options_.trim_db <= 0 || samples.empty()) return {0, samples.size()};
-  // Mean square over the window ending at each sample (DALI nonsilent_region), against the loudest window.
+  // DALI v1.5.0 dali/operators/audio/nonsilence_op.h on kernels/signal/moving_mean_square.cc, in float as
+  // there: the mean square of every window [k, k + W), W = min(2048, n), k = 0 .. n - W, by a running sum
+  // recomputed from scratch every reset interval - W + 1 windows.
   const auto n = static_cast<int64_t>(samples.size());
-  std::vector<double> power(static_cast<size_t>(n));
-  double running = 0, loudest = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    running += static_cast<double>(samples[i]) * samples[i];
-    if (i >= kPowerWindow) running -= static_cast<double>(samples[i - kPowerWindow]) * samples[i - kPowerWindow];
-    power[static_cast<size_t>(i)] = std::max(0.0, running) / static_cast<double>(kPowerWindow);
-    loudest = std::max(loudest, power[static_cast<size_t>(i)]);
+  const int64_t window = std::min(kPowerWindow, n);
+  std::vector<float> power(static_cast<size_t>(n - window + 1));
+  const float mean_factor = 1.0f / static_cast<float>(window);
+  for (int64_t k = 0; k <= n - window;) {
+    float sum = 0;
+    for (int64_t i = k; i < k + window; ++i) sum += samples[i] * samples[i];
+    power[static_cast<size_t>(k)] = sum * mean_factor;
+    const int64_t stop = std::min(k + kPowerResetInterval, n) - window + 1;
+    for (++k; k < stop; ++k) {
+      sum += samples[k + window - 1] * samples[k + window - 1] - samples[k - 1] * samples[k - 1];
+      power[static_cast<size_t>(k)] = sum * mean_factor;
+    }
   }
-  if (loudest == 0) return {0, 0};
-  const double threshold = loudest * std::pow(10.0, -options_.trim_db / 10.0);
-  int64_t first = 0, last = n - 1;
-  while (power[static_cast<size_t>(first)] < threshold) ++first;
-  while (power[static_cast<size_t>(last)] < threshold) --last;
-  return {static_cast<size_t>(std::max<int64_t>(0, first - kPowerWindow + 1)), static_cast<size_t>(last + 1)};
+  // Against the loudest window (reference_power unset), cutoff_db = -trim_db; the region runs from the first
+  // window at or above the threshold to the end of the last one. All zeros are not trimmed (0 >= 0).
+  const float loudest = *std::max_element(power.begin(), power.end());
+  const float threshold = loudest * std::pow(10.0f, static_cast<float>(-options_.trim_db) * (1.0f / 10.0f));
+  const auto loud = [&](float p) { return p >= threshold; };
+  const auto first = std::find_if(power.begin(), power.end(), loud);
+  if (first == power.end()) return {0, 0};
+  const auto last = std::find_if(power.rbegin(), power.rend(), loud);
+  return {static_cast<size_t>(first - power.begin()), static_cast<size_t>(power.rend() - last - 1 + window)};
 }
 
 FeatureMatrix FeaturePipeline::log_mel(const std::vector<float>& samples) const {
@@ -197,8 +208,10 @@ int64_t FeaturePipeline::output_frames(int64_t samples) const {
 }
 
 FeatureMatrix FeaturePipeline::normalized_log_mel(std::vector<float> samples, bool train, data::Rng& rng) const {
+  // The reference's decoders.audio(sample_rate=16000 * U(speed_min, speed_max)): a float32 rate, DALI's resampler.
   if (train && (options_.speed_min != 1 || options_.speed_max != 1))
-    samples = resample(samples, rng.uniform(options_.speed_min, options_.speed_max));
+    samples = dali_resample(samples, options_.sample_rate,
+                            static_cast<float>(options_.sample_rate * rng.uniform(options_.speed_min, options_.speed_max)));
   const auto [begin, end] = nonsilent_region(samples);
   if (begin > 0 || end < samples.size())
     samples = std::vector<float>(samples.begin() + static_cast<std::ptrdiff_t>(begin), samples.begin() + static_cast<std::ptrdiff_t>(end));

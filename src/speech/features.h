@@ -2,8 +2,10 @@
 // The RNN-T reference's audio features (mlcommons/training rnn_speech_recognition: the DALI pipeline in
 // common/data/dali/pipeline.py and FilterbankFeatures/SpecAugment/FrameSplicing in common/data/features.py),
 // plain C++ so loader threads compute them without touching LibTorch:
-//   speed perturbation (train): resample to U(speed_min, speed_max) x 16 kHz, played back at 16 kHz
-//   silence trim: drop the leading and trailing audio quieter than the loudest part by trim_db
+//   speed perturbation (train): resample to U(speed_min, speed_max) x 16 kHz, played back at 16 kHz, with
+//     DALI's resampler (speech/audio.h dali_resample)
+//   silence trim: drop the leading and trailing audio whose 2048-sample windows are quieter than the loudest
+//     by trim_db, as DALI's nonsilent_region
 //   dither: + dither * N(0, 1)
 //   pre-emphasis: y[n] = x[n] - 0.97 x[n-1]
 //   power STFT: nfft 512, symmetric Hann window of 320 samples centred in the frame, hop 160, centred frames
@@ -64,7 +66,8 @@ class FeaturePipeline {
   FeatureMatrix augment_and_stack(FeatureMatrix features, bool train, int64_t padded_frames, data::Rng& rng) const;
 
   // The stages, in pipeline order.
-  // [begin, end) of the samples whose windowed power is within trim_db of the loudest window.
+  // [begin, end) of the samples DALI's nonsilent_region(cutoff_db = -trim_db) keeps: from the first window
+  // in[k, k + 2048) whose mean square is within trim_db of the loudest window's to the end of the last.
   std::pair<size_t, size_t> nonsilent_region(const std::vector<float>& samples) const;
   // Pre-emphasis, power STFT, mel bands and log: frames x mel_bands (no dither).
   FeatureMatrix log_mel(const std::vector<float>& samples) const;

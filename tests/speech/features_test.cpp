@@ -1,6 +1,6 @@
-// The feature pipeline against an independent torchaudio computation (features_reference.py), and the
-// stages the reference leaves to DALI (silence trim, speed perturbation, SpecAugment) on signals whose
-// answer is known.
+// The feature pipeline against an independent torchaudio computation (features_reference.py), the silence
+// trim against an independent numpy model of DALI's nonsilent_region (dali_reference.py), and the stages the
+// reference leaves to DALI (silence trim, speed perturbation, SpecAugment) on signals whose answer is known.
 #include <unistd.h>
 
 #include <cmath>
@@ -11,20 +11,18 @@
 #include <gtest/gtest.h>
 
 #include "data/random.h"
+#include "data/test_files.h"
 #include "speech/audio.h"
+#include "support/float_file.h"
 #include "speech/features.h"
 
 namespace trainbench::speech {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<float> read_floats(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<float> values;
-  for (float v; in.read(reinterpret_cast<char*>(&v), sizeof v);) values.push_back(v);
-  return values;
-}
+using data::testing::TempDir;
+using testing::read_floats;
+using testing::write_floats;
 
 // A voiced-speech-like test signal: harmonics of a gliding pitch with noise.
 std::vector<float> test_signal(int64_t samples) {
@@ -72,15 +70,14 @@ TEST(SpeechFeatures, MatchTorchaudioBeforeAugmentation) {
 }
 
 TEST(SpeechFeatures, TrimKeepsTheSoundAndItsWindow) {
-  FeatureOptions options;
-  const FeaturePipeline pipeline(options);
+  const FeaturePipeline pipeline{FeatureOptions{}};
+  // Silence at both ends of a 0.5 plateau [15000, 25000): every 2048-sample window [k, k + 2048) holding one
+  // plateau sample is above -60 dB of the loudest (0.25 / 2048 against 0.25e-6), so DALI keeps from the first
+  // such window, k = 15000 - 2047, to the end of the last, 24999 + 2048.
   std::vector<float> samples(40000, 0.0f);
-  for (int i = 15000; i < 25000; ++i) samples[i] = static_cast<float>(0.5 * std::sin(i * 0.05));
-  const auto [begin, end] = pipeline.nonsilent_region(samples);
-  // The region is the union of the 2048-sample windows whose mean square is above the threshold.
-  EXPECT_EQ(begin, 15000u - 2048u + 1u);
-  EXPECT_EQ(end, 25000u + 2048u - 1u);
-  // Quiet noise 70 dB below the tone is trimmed; at 50 dB it is kept.
+  for (int i = 15000; i < 25000; ++i) samples[i] = 0.5f;
+  EXPECT_EQ(pipeline.nonsilent_region(samples), (std::pair<size_t, size_t>{15000 - 2047, 25000 + 2047}));
+  // Quiet sound 70 dB below the plateau is trimmed; at 50 dB it is kept.
   for (const double level : {70.0, 50.0}) {
     std::vector<float> noisy = samples;
     for (int i = 0; i < 40000; ++i)
@@ -88,7 +85,49 @@ TEST(SpeechFeatures, TrimKeepsTheSoundAndItsWindow) {
     const auto region = pipeline.nonsilent_region(noisy);
     EXPECT_EQ(region.second - region.first == noisy.size(), level < 60) << level << " dB";
   }
-  EXPECT_EQ(pipeline.nonsilent_region(std::vector<float>(100, 0.0f)), (std::pair<size_t, size_t>{0, 0}));
+  // All loud: everything. All silent: everything too, as DALI (the threshold is 0 and 0 >= 0). Shorter than
+  // the window: one window of the whole signal, kept.
+  const std::vector<float> loud = test_signal(30000);
+  EXPECT_EQ(pipeline.nonsilent_region(loud), (std::pair<size_t, size_t>{0, 30000}));
+  EXPECT_EQ(pipeline.nonsilent_region(std::vector<float>(5000, 0.0f)), (std::pair<size_t, size_t>{0, 5000}));
+  std::vector<float> short_click(1000, 0.0f);
+  short_click[500] = 0.5f;
+  EXPECT_EQ(pipeline.nonsilent_region(short_click), (std::pair<size_t, size_t>{0, 1000}));
+}
+
+TEST(SpeechFeatures, TrimMatchesAnIndependentNumpyModelOfDali) {
+  TempDir dir;
+  const Audio utterance =
+      read_audio("/usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-0870.wav", 16000);
+  std::vector<float> padded(7000, 0.0f);  // the utterance between 7000 and 9000 samples of silence
+  padded.insert(padded.end(), utterance.samples.begin(), utterance.samples.end());
+  padded.resize(padded.size() + 9000, 0.0f);
+  std::vector<float> tails = test_signal(40000);  // a voice whose tails fade from 55 to 75 dB down
+  for (int i = 0; i < 40000; ++i)
+    if (i < 12000 || i >= 31000)
+      tails[i] *= static_cast<float>(std::pow(10.0, -(55 + 20.0 * (i < 12000 ? 12000 - i : i - 30999) / 12000) / 20));
+  std::vector<float> plateau(40000, 0.0f);
+  for (int i = 15000; i < 25000; ++i) plateau[i] = 0.5f;
+  std::vector<float> click(1000, 0.0f);
+  click[500] = 0.5f;
+  const std::vector<std::pair<std::string, std::vector<float>>> cases = {
+      {"speech", utterance.samples}, {"padded_speech", padded}, {"tails", tails}, {"plateau", plateau},
+      {"silent", std::vector<float>(5000, 0.0f)}, {"loud", test_signal(30000)}, {"click", click}};
+  std::ofstream list(dir / "cases.txt");
+  for (const auto& [name, samples] : cases) {
+    write_floats(dir / (name + ".in.f32"), samples);
+    list << "nonsilent " << name << " -60\n";
+  }
+  list.close();
+  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_DALI_REFERENCE_SCRIPT + " " + dir.path().string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << "reference failed (python3-numpy installed?): " << command;
+  const FeaturePipeline pipeline{FeatureOptions{}};
+  for (const auto& [name, samples] : cases) {
+    std::ifstream in(dir / (name + ".region"));
+    size_t begin = 0, length = 0;
+    ASSERT_TRUE(in >> begin >> length) << name;
+    EXPECT_EQ(pipeline.nonsilent_region(samples), (std::pair<size_t, size_t>{begin, begin + length})) << name;
+  }
 }
 
 TEST(SpeechFeatures, ResamplingKeepsATonesPitch) {
