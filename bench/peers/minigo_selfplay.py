@@ -1,7 +1,7 @@
 """Same-machine peer for the self-play line of `trainbench bench minigo`: a straightforward Python MCTS over
 the same network in Debian's python3-torch, batching the same way (`concurrent_games` games searched at
 once, each tree selecting `virtual_losses` leaves per round, one network call per round), with the preset's
-board, readouts, virtual losses and PUCT constants.
+board, readouts, virtual losses, PUCT constants and pass rule (`allow_pass`).
 
     /usr/bin/python3 bench/peers/minigo_selfplay.py --preset mini --threads 2 --steps 64
 
@@ -93,14 +93,16 @@ class Position:
                         board[s] = EMPTY
         return None if not self.group(board, move)[1] else board
 
-    def legal_moves(self, seen):
+    def legal_moves(self, seen, allow_pass=True):
+        """The points a move may take and the pass; without allow_pass, the pass only where no point is legal."""
         moves = []
         for p in range(self.size * self.size):
             if self.board[p] == EMPTY:
                 board = self.after(p)
                 if board is not None and tuple(board) not in seen:
                     moves.append(p)
-        moves.append(self.size * self.size)
+        if allow_pass or not moves:
+            moves.append(self.size * self.size)
         return moves
 
     def play(self, move):
@@ -296,7 +298,7 @@ def main():
             evaluations += len(leaves)
             for (tree, leaf), probabilities, value in zip(leaves, policy.tolist(), values.tolist()):
                 seen = tree.seen | {tuple(b) for b in leaf.position.history}
-                leaf.priors = {m: probabilities[m] for m in leaf.position.legal_moves(seen)}
+                leaf.priors = {m: probabilities[m] for m in leaf.position.legal_moves(seen, config["allow_pass"])}
                 leaf.pending = False
                 tree.backup(leaf, value)
     seconds = time.perf_counter() - begin
