@@ -72,7 +72,11 @@ TEST(Unet3dParity, TrainingStepsAndSlidingWindowMatchTheReferencesOwnCode) {
     EXPECT_TRUE(torch::allclose(prediction.logits, reference("window_logits"), 1e-4, 1e-5));
     EXPECT_TRUE(torch::allclose(dice_scores(prediction.logits, prediction.labels), reference("window_scores"), 1e-6, 1e-7));
     const auto batched = sliding_window_inference(model, volume, volume_labels, roi, 0.5, -2.2, 3);
-    EXPECT_TRUE(torch::allclose(batched.logits, prediction.logits, 1e-5, 1e-6)) << "windows three at a time";
+    // Batches of three take other oneDNN kernels than single windows, so the sums round differently (by more
+    // than 1e-6 on some CPUs); a misplaced or mis-weighted window would differ by the logits' own size.
+    EXPECT_TRUE(torch::allclose(batched.logits, prediction.logits, 1e-4, 1e-5))
+        << "windows three at a time: largest difference " << (batched.logits - prediction.logits).abs().max().item<double>()
+        << ", logits up to " << prediction.logits.abs().max().item<double>();
   }
 
   model->train();
