@@ -67,7 +67,7 @@ class FeaturePipeline {
 
   // The stages, in pipeline order.
   // [begin, end) of the samples DALI's nonsilent_region(cutoff_db = -trim_db) keeps: from the first window
-  // in[k, k + 2048) whose mean square is within trim_db of the loudest window's to the end of the last.
+  // in [k, k + 2048) whose mean square is within trim_db of the loudest window's to the end of the last.
   std::pair<size_t, size_t> nonsilent_region(const std::vector<float>& samples) const;
   // Pre-emphasis, power STFT, mel bands and log: frames x mel_bands (no dither).
   FeatureMatrix log_mel(const std::vector<float>& samples) const;
