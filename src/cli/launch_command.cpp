@@ -1,9 +1,9 @@
-// launch: start the local ranks of a data-parallel job and supervise them (dist/launcher.h).
+// launch: start the local ranks of a data-parallel job and supervise them (parallel/launcher.h).
 #include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
-#include "dist/launcher.h"
+#include "parallel/launcher.h"
 
 namespace trainbench::cli {
 
@@ -11,7 +11,7 @@ void add_launch_command(CLI::App& app, CommandContext& context) {
   auto* command = app.add_subcommand(
       "launch",
       "Run a trainbench command as several data-parallel ranks: trainbench launch --nproc 2 -- run resnet --preset mini");
-  auto options = std::make_shared<dist::LaunchOptions>();
+  auto options = std::make_shared<parallel::LaunchOptions>();
   auto grace_seconds = std::make_shared<double>(30);
   command->add_option("--nproc", options->processes_per_node, "Ranks to start on this machine")
       ->capture_default_str()->check(whole_number(1, 4096));
@@ -30,7 +30,7 @@ void add_launch_command(CLI::App& app, CommandContext& context) {
   command->callback([options, grace_seconds, &context] {
     options->program = std::filesystem::read_symlink("/proc/self/exe").string();
     options->grace = std::chrono::milliseconds(static_cast<int64_t>(*grace_seconds * 1000));
-    context.exit_code = dist::launch_ranks(*options, std::cerr);
+    context.exit_code = parallel::launch_ranks(*options, std::cerr);
   });
 }
 

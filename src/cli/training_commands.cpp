@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "dist/rank_environment.h"
+#include "parallel/rank_environment.h"
 #include "harness/runner.h"
 #include "predict/measurements.h"
 #include "probes/compute_probe.h"
@@ -46,7 +46,7 @@ std::string default_system_name() {
 
 // The machine's cores, shared among the ranks started on it.
 int default_threads() {
-  const int local_ranks = dist::detect_rank_environment().local_world;
+  const int local_ranks = parallel::detect_rank_environment().local_world;
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks);
 }
 
@@ -163,7 +163,7 @@ struct WorkloadFlags {
     if (!data_dir.empty() || settings.data_dir.empty()) return;  // --data, or no dataset
     const fs::path dir = settings.data_dir;
     if (fs::exists(dir / kCompleteMarker)) return;
-    if (dist::detect_rank_environment().local_rank != 0) {
+    if (parallel::detect_rank_environment().local_rank != 0) {
       std::cerr << "Waiting for local rank 0 to generate " << dir.string() << " ...\n";
       while (!fs::exists(dir / kCompleteMarker)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
       return;

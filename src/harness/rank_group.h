@@ -1,7 +1,7 @@
 #pragma once
 // What the harness needs from the processes that train one run together: who it is, a barrier to agree on
 // the clock, and small reductions for the figures it logs. Torch-free, so the harness stays plain C++;
-// dist/communicator.h implements it over c10d, and a single process uses SingleRank.
+// parallel/communicator.h implements it over c10d, and a single process uses SingleRank.
 #include <string>
 #include <vector>
 

@@ -8,18 +8,18 @@
 
 #include <torch/torch.h>
 
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 #include "util/error.h"
 #include "util/provenance.h"
-#include "dist/device.h"
+#include "parallel/device.h"
 
 namespace trainbench::probes {
 
 namespace {
 
-using dist::Collective;
-using dist::Communicator;
-using dist::PendingCollective;
+using parallel::Collective;
+using parallel::Communicator;
+using parallel::PendingCollective;
 
 torch::Dtype parse_dtype(const std::string& name) {
   if (name == "float") return torch::kFloat32;
@@ -262,9 +262,9 @@ CommProbeResult run_comm_probe(Communicator& communicator, const CommProbeOption
 }
 
 CommProbeResult run_comm_probe_across_ranks(const CommProbeOptions& options, double timeout_seconds, std::ostream& out) {
-  dist::CommunicatorOptions communicator_options;
+  parallel::CommunicatorOptions communicator_options;
   communicator_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
-  const auto communicator = dist::connect_from_environment(communicator_options);
+  const auto communicator = parallel::connect_from_environment(communicator_options);
   std::ostringstream other_ranks_output;  // every rank measures; rank 0 prints
   const bool lead = communicator->rank() == 0;
   CommProbeResult result = run_comm_probe(*communicator, options, lead ? out : other_ranks_output);

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 class Communicator;
 }
 
@@ -52,7 +52,7 @@ double bus_bandwidth_factor(const std::string& operation, int ranks);
 std::vector<int64_t> sweep_sizes(int64_t min_bytes, int64_t max_bytes, double factor, int64_t element_bytes, int ranks);
 
 // Runs the sweep on every rank; prints the table on rank 0 (to `out`).
-CommProbeResult run_comm_probe(dist::Communicator& communicator, const CommProbeOptions& options, std::ostream& out);
+CommProbeResult run_comm_probe(parallel::Communicator& communicator, const CommProbeOptions& options, std::ostream& out);
 // Joins the ranks of this process's environment (launch, torchrun, srun, mpirun; alone a world of one) and
 // runs the sweep; a collective that waits longer than timeout_seconds fails naming the rank that stopped.
 // Only rank 0 prints to `out`.

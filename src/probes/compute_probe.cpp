@@ -15,7 +15,7 @@
 #endif
 
 #include "probes/environment.h"
-#include "dist/device.h"
+#include "parallel/device.h"
 
 namespace trainbench::probes {
 

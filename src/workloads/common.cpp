@@ -15,9 +15,9 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
-#include "dist/communicator.h"
-#include "dist/device.h"
-#include "dist/gradient_sync.h"
+#include "parallel/communicator.h"
+#include "parallel/device.h"
+#include "parallel/gradient_sync.h"
 #include "harness/cpu_contention.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -25,8 +25,8 @@
 
 namespace trainbench {
 
-std::shared_ptr<dist::Communicator> communicator_or_single(const WorkloadSettings& settings) {
-  return settings.communicator ? settings.communicator : dist::Communicator::connect(dist::RankEnvironment{});
+std::shared_ptr<parallel::Communicator> communicator_or_single(const WorkloadSettings& settings) {
+  return settings.communicator ? settings.communicator : parallel::Communicator::connect(parallel::RankEnvironment{});
 }
 
 const char* precision_name(Precision precision) {

@@ -16,12 +16,12 @@
 
 namespace trainbench {
 
-namespace dist {
+namespace parallel {
 class GradientSync;
 }
 
 // settings.communicator, or a communicator for this process alone.
-std::shared_ptr<dist::Communicator> communicator_or_single(const WorkloadSettings& settings);
+std::shared_ptr<parallel::Communicator> communicator_or_single(const WorkloadSettings& settings);
 
 enum class Precision { kFp32, kBf16, kFp16 };
 const char* precision_name(Precision precision);  // "fp32", "bf16", "fp16"
@@ -63,7 +63,7 @@ class WorkloadBase : public Workload {
   WorkloadSettings settings_;
   const Config& config_;
   torch::Device device_;
-  std::shared_ptr<dist::Communicator> communicator_;
+  std::shared_ptr<parallel::Communicator> communicator_;
   StepSettings step_settings_;  // checked here, before the log opens
 };
 
@@ -118,7 +118,7 @@ class BenchRun {
   const WorkloadSettings& settings;
   const BenchSettings& bench;
   const torch::Device device;
-  const std::shared_ptr<dist::Communicator> communicator;
+  const std::shared_ptr<parallel::Communicator> communicator;
   const int64_t global_batch, local_batch;
 
  private:

@@ -2,14 +2,14 @@
 
 #include <chrono>
 
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 
 namespace trainbench {
 
 std::shared_ptr<RankSession> RankSession::join(double timeout_seconds) {
-  dist::CommunicatorOptions options;
+  parallel::CommunicatorOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
-  return std::shared_ptr<RankSession>(new RankSession(dist::connect_from_environment(options)));
+  return std::shared_ptr<RankSession>(new RankSession(parallel::connect_from_environment(options)));
 }
 
 int RankSession::rank() const { return communicator_->rank(); }

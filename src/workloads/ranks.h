@@ -10,7 +10,7 @@
 
 namespace trainbench {
 
-namespace dist {
+namespace parallel {
 class Communicator;
 }
 
@@ -20,7 +20,7 @@ class RankSession : public RankGroup {
   // timeout_seconds fails naming the rank that stopped.
   static std::shared_ptr<RankSession> join(double timeout_seconds);
 
-  const std::shared_ptr<dist::Communicator>& communicator() const { return communicator_; }
+  const std::shared_ptr<parallel::Communicator>& communicator() const { return communicator_; }
 
   int rank() const override;
   int world() const override;
@@ -30,8 +30,8 @@ class RankSession : public RankGroup {
   void report_failure(const std::string& reason) override;
 
  private:
-  explicit RankSession(std::shared_ptr<dist::Communicator> communicator) : communicator_(std::move(communicator)) {}
-  std::shared_ptr<dist::Communicator> communicator_;
+  explicit RankSession(std::shared_ptr<parallel::Communicator> communicator) : communicator_(std::move(communicator)) {}
+  std::shared_ptr<parallel::Communicator> communicator_;
 };
 
 }  // namespace trainbench

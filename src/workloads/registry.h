@@ -15,7 +15,7 @@
 
 namespace trainbench {
 
-namespace dist {
+namespace parallel {
 class Communicator;
 }
 
@@ -32,7 +32,7 @@ struct WorkloadSettings {
   std::string weights;
   // The ranks training together (data parallel). Null means this process alone. The preset's batch
   // size is the global batch; each rank trains batch_size / world of it.
-  std::shared_ptr<dist::Communicator> communicator;
+  std::shared_ptr<parallel::Communicator> communicator;
 };
 
 struct BenchSettings {

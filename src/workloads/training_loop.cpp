@@ -3,8 +3,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
-#include "dist/communicator.h"
-#include "dist/gradient_sync.h"
+#include "parallel/communicator.h"
+#include "parallel/gradient_sync.h"
 #include "util/error.h"
 
 // LibTorch 2.4 made autocast's switches device-generic and deprecated the per-device ones.
@@ -101,7 +101,7 @@ void LossScaler::update(bool finite) {
 }
 
 TrainingLoop::TrainingLoop(const Config& config, const torch::Device& device, std::vector<torch::Tensor> parameters,
-                           dist::GradientSync* gradients)
+                           parallel::GradientSync* gradients)
     : config_(config),
       device_(device),
       settings_(StepSettings::from_config(config, device)),

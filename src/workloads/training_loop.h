@@ -25,7 +25,7 @@
 
 namespace trainbench {
 
-namespace dist {
+namespace parallel {
 class GradientSync;
 }
 
@@ -107,7 +107,7 @@ class TrainingLoop {
   // `parameters`: what backward writes gradients to (zeroed before each update, unscaled for fp16);
   // `gradients`: their averaging over the ranks (null: this process trains alone).
   TrainingLoop(const Config& config, const torch::Device& device, std::vector<torch::Tensor> parameters,
-               dist::GradientSync* gradients);
+               parallel::GradientSync* gradients);
 
   const StepSettings& settings() const { return settings_; }
   const LossScaler& loss_scaler() const { return scaler_; }
@@ -158,7 +158,7 @@ class TrainingLoop {
   torch::Device device_;
   StepSettings settings_;
   std::vector<torch::Tensor> parameters_;
-  dist::GradientSync* gradients_;
+  parallel::GradientSync* gradients_;
   LossScaler scaler_;
   int64_t updates_ = 0;
   RunControl* control_ = nullptr;

@@ -1,4 +1,4 @@
-// The comm probe's arithmetic, and a sweep on a world of one (the two-rank sweep runs in tests/dist).
+// The comm probe's arithmetic, and a sweep on a world of one (the two-rank sweep runs in tests/parallel).
 #include "probes/comm_probe.h"
 
 #include <sstream>
@@ -6,7 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 #include "support/error_message.h"
 
 namespace trainbench::probes {
@@ -34,7 +34,7 @@ TEST(CommProbe, SweepSizesAreGeometricAndShareEvenly) {
 }
 
 TEST(CommProbe, OneRankSweepIsCheckedAndReported) {
-  auto communicator = dist::Communicator::connect(dist::RankEnvironment{});
+  auto communicator = parallel::Communicator::connect(parallel::RankEnvironment{});
   CommProbeOptions options;
   options.min_bytes = 8;
   options.max_bytes = 1024;

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "dist/communicator.h"
-#include "dist/gradient_sync.h"
+#include "parallel/communicator.h"
+#include "parallel/gradient_sync.h"
 #include "support/accumulation.h"
 #include "support/error_message.h"
 #include "support/two_ranks.h"
@@ -105,14 +105,14 @@ TEST(TrainingLoop, TwoRanksAccumulatingMicroBatchesAverageToTheFullBatchsGradien
   const auto expected = testing::update_gradients(reference->parameters(), 1, [&] { return linear_step(reference, inputs, targets); });
 
   std::vector<std::vector<torch::Tensor>> gradients(2);
-  const std::vector<std::string> failures = testing::run_two_ranks([&](dist::Communicator& communicator) {
+  const std::vector<std::string> failures = testing::run_two_ranks([&](parallel::Communicator& communicator) {
     const int rank = communicator.rank();
     torch::nn::Linear model(6, 2);
     {
       torch::NoGradGuard no_grad;
       for (size_t i = 0; i < model->parameters().size(); ++i) model->parameters()[i].copy_(reference->parameters()[i]);
     }
-    dist::GradientSync sync(communicator, model->parameters(), {});
+    parallel::GradientSync sync(communicator, model->parameters(), {});
     const Config config = step_config(3);
     TrainingLoop loop(config, torch::kCPU, model->parameters(), &sync);
     TrainingStep step = linear_step(model, inputs.narrow(0, 6 * rank, 6), targets.narrow(0, 6 * rank, 6));

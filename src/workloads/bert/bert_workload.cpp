@@ -9,7 +9,7 @@
 
 #include "data/generators/bert_pretraining.h"
 #include "data/generators/dataset_directory.h"
-#include "dist/gradient_sync.h"
+#include "parallel/gradient_sync.h"
 #include "util/error.h"
 #include "workloads/bert/pretraining.h"
 #include "workloads/common.h"
@@ -63,6 +63,14 @@ PretrainingBatch PretrainingBatch::rows(const BatchSlice& slice) const {
   return part;
 }
 
+double BertLrSchedule::at(int64_t step) const {
+  const int64_t warmup_progress = step - start_warmup_step;
+  if (warmup_steps > 0 && warmup_progress < warmup_steps)
+    return base_lr * static_cast<double>(std::max<int64_t>(0, warmup_progress)) / static_cast<double>(warmup_steps);
+  const double done = std::min(static_cast<double>(step), static_cast<double>(total_steps)) / static_cast<double>(total_steps);
+  return base_lr * std::pow(1.0 - done, power);
+}
+
 torch::Tensor pretraining_loss(const BertForPreTraining& model, const BertOutputs& outputs, const PretrainingBatch& batch) {
   return model->masked_lm_loss(outputs.masked_lm_features, batch.masked_lm_ids) +
          torch::nn::functional::cross_entropy(outputs.next_sentence_logits, batch.next_sentence_labels);
@@ -104,9 +112,7 @@ BertOptions model_options(const Config& config) {
 }
 
 Lamb make_optimizer(BertForPreTraining& model, const Config& config) {
-  std::vector<std::pair<std::string, torch::Tensor>> parameters;
-  for (const auto& item : model->named_parameters()) parameters.emplace_back(item.key(), item.value());
-  return Lamb(parameters, LambOptions()
+  return Lamb(optimizer_parameters(model), LambOptions()
                               .beta1(config.number("beta1"))
                               .beta2(config.number("beta2"))
                               .epsilon(config.number("epsilon"))
@@ -254,7 +260,7 @@ class BertWorkload : public WorkloadBase {
  private:
   BertForPreTraining model_{nullptr};
   std::optional<Lamb> optimizer_;
-  std::optional<dist::GradientSync> gradients_;
+  std::optional<parallel::GradientSync> gradients_;
   std::optional<TrainingLoop> loop_;
   BertLrSchedule schedule_;
   std::optional<data::BertShardSet> train_, eval_;
@@ -310,7 +316,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   const PretrainingBatch batch = make_batch(samples, device);
   // The whole data-parallel step, as training runs it: each rank's share of the global batch, gradients
   // averaged over the ranks.
-  dist::GradientSync gradients(*run.communicator, model->parameters(), model->buffers());
+  parallel::GradientSync gradients(*run.communicator, model->parameters(), model->buffers());
   TrainingLoop loop(config, device, model->parameters(), &gradients);
   const double step_time = run.training_step_seconds([&] { loop.update(training_step(model, optimizer, batch, 1e-4)); });
   const double flops_per_sequence = 3.0 * 2.0 * model->forward_macs(batch_size, seq, batch_size * preds) / batch_size;

@@ -276,6 +276,13 @@ bool excluded_from_weight_decay(const std::string& parameter_name) {
          (parameter_name.size() >= 4 && parameter_name.compare(parameter_name.size() - 4, 4, "bias") == 0);
 }
 
+std::vector<optim::Parameter> optimizer_parameters(const BertForPreTraining& model) {
+  std::vector<optim::Parameter> parameters;
+  for (const auto& item : model->named_parameters())
+    parameters.push_back({item.value(), !excluded_from_weight_decay(item.key())});
+  return parameters;
+}
+
 void load_checkpoint(BertForPreTraining& model, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open the BERT checkpoint");

@@ -5,6 +5,8 @@
 // e.g. bert.encoder.layer.3.attention.self.query.weight, so converted checkpoints load by name.
 #include <torch/torch.h>
 
+#include "optim/parameters.h"
+
 namespace trainbench::bert {
 
 // Inverted dropout (zero with probability p, else scale by 1 / (1 - p)), as torch::dropout, with the mask
@@ -90,6 +92,8 @@ std::string mlperf_tensor_name(const std::string& parameter_name);
 
 // Parameters LAMB does not decay: biases and LayerNorm, as the reference excludes them.
 bool excluded_from_weight_decay(const std::string& parameter_name);
+// The model's parameters for LAMB, each flagged by excluded_from_weight_decay.
+std::vector<optim::Parameter> optimizer_parameters(const BertForPreTraining& model);
 
 // Loads a checkpoint in the documented format (docs/bert-checkpoint.md): a pickled dict {name: tensor} with
 // these parameter names, as torch.save writes it, or such a dict under "model" (as NVIDIA's

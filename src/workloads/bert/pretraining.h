@@ -3,11 +3,27 @@
 #include <torch/torch.h>
 
 #include "data/bert_shards.h"
-#include "workloads/bert/lamb.h"
+#include "optim/lamb.h"
 #include "workloads/bert/model.h"
 #include "workloads/training_loop.h"
 
 namespace trainbench::bert {
+
+using optim::Lamb;
+using optim::LambOptions;
+
+// The reference's learning rate (TF run_pretraining / NVIDIA PolyWarmUpScheduler): linear warmup from 0
+// over warmup_steps counted from start_warmup_step, otherwise polynomial decay to 0 over total_steps
+// counted from step 0.
+struct BertLrSchedule {
+  double base_lr = 0;
+  int64_t warmup_steps = 0;
+  int64_t start_warmup_step = 0;
+  int64_t total_steps = 1;
+  double power = 1;
+
+  double at(int64_t step) const;
+};
 
 // A batch as the model takes it. Only real predictions are kept: the shard format pads
 // masked_lm_positions with zeros, and the first zero ends a sample's list.

@@ -14,9 +14,9 @@
 #include "data/criteo.h"
 #include "data/generators/criteo_synthetic.h"
 #include "data/generators/dataset_directory.h"
-#include "dist/communicator.h"
-#include "dist/gather.h"
-#include "dist/gradient_sync.h"
+#include "parallel/communicator.h"
+#include "parallel/gather.h"
+#include "parallel/gradient_sync.h"
 #include "util/error.h"
 #include "workloads/common.h"
 #include "workloads/dlrm/model.h"
@@ -198,7 +198,7 @@ class DlrmWorkload : public WorkloadBase {
     }
     model_->train();
     // AUC is exact over the whole eval set, so every rank's scores are gathered, not averaged.
-    const torch::Tensor pairs = dist::allgather_concat(
+    const torch::Tensor pairs = parallel::allgather_concat(
         *communicator_, scores.empty() ? torch::empty({0, 2}) : torch::stack({torch::cat(scores), torch::cat(labels)}, 1));
     const torch::Tensor all_scores = pairs.select(1, 0).contiguous(), all_labels = pairs.select(1, 1).contiguous();
     data::AucAccumulator auc;
@@ -231,7 +231,7 @@ class DlrmWorkload : public WorkloadBase {
   }
 
   Dlrm model_{nullptr};
-  std::optional<dist::GradientSync> mlp_gradients_;
+  std::optional<parallel::GradientSync> mlp_gradients_;
   std::optional<Parallelism> parallel_;
   std::optional<TrainingLoop> loop_;
   DlrmLrSchedule schedule_;
@@ -287,7 +287,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   Dlrm model(model_options(config, plan, communicator->rank(), settings.seed));
   model->to(device);
   model->train();
-  dist::GradientSync mlp_gradients(*communicator, model->mlp_parameters(), {});
+  parallel::GradientSync mlp_gradients(*communicator, model->mlp_parameters(), {});
   Parallelism parallel(*communicator, mlp_gradients, std::move(plan));
   // Training throughput: the full step on a batch already in memory, rows drawn uniformly per table.
   const auto dense = torch::rand({batch_size, data::kCriteoDense}, device) * 5;

@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "data/random.h"
-#include "dist/gather.h"
+#include "parallel/gather.h"
 #include "util/error.h"
 
 namespace trainbench::dlrm {
@@ -249,7 +249,7 @@ StateDict official_state(const Dlrm& model, const std::string& flag) {
   return state;
 }
 
-Parallelism::Parallelism(dist::Communicator& communicator, dist::GradientSync& mlp_gradients, std::optional<ShardPlan> sharding)
+Parallelism::Parallelism(parallel::Communicator& communicator, parallel::GradientSync& mlp_gradients, std::optional<ShardPlan> sharding)
     : communicator(communicator), mlp_gradients(mlp_gradients), sharding(std::move(sharding)) {
   if (!this->sharding) return;
   if (this->sharding->world != communicator.world())
@@ -280,7 +280,7 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 // The sharded lookup (see look_up): ids all-gathered, this rank's shards read, vectors sent by all-to-all.
 EmbeddingLookup sharded_lookup(const DlrmImpl& model, Parallelism& parallel, const torch::Tensor& sparse) {
   torch::NoGradGuard no_grad;
-  dist::Communicator& communicator = parallel.communicator;
+  parallel::Communicator& communicator = parallel.communicator;
   const auto world = static_cast<int64_t>(communicator.world());
   const int64_t batch = sparse.size(0), tables = sparse.size(1), dim = model.options().embedding_dim();
   const auto ids_options = sparse.options().dtype(torch::kInt64);
@@ -382,8 +382,8 @@ TrainingStep training_step(Dlrm model, Parallelism& parallel, const TrainingLoop
     if (const int world = parallel.communicator.world(); world > 1) {
       if (!parallel.sharding) {
         const auto exchange_start = Clock::now();
-        rows = dist::allgather_concat(parallel.communicator, rows);
-        row_gradients = dist::allgather_concat(parallel.communicator, row_gradients);
+        rows = parallel::allgather_concat(parallel.communicator, rows);
+        row_gradients = parallel::allgather_concat(parallel.communicator, row_gradients);
         parallel.row_exchange_seconds += seconds_since(exchange_start);
       }
       row_gradients = row_gradients / world;  // each rank's loss is the mean over its share of the batch

@@ -20,8 +20,8 @@
 
 #include <torch/torch.h>
 
-#include "dist/communicator.h"
-#include "dist/gradient_sync.h"
+#include "parallel/communicator.h"
+#include "parallel/gradient_sync.h"
 #include "workloads/checkpoint.h"
 #include "workloads/training_loop.h"
 
@@ -136,10 +136,10 @@ namespace trainbench::dlrm {
 // The ranks a step is averaged over (a world of one for a single process), the MLP gradients' sync, and the
 // tables' layout over the ranks.
 struct Parallelism {
-  Parallelism(dist::Communicator& communicator, dist::GradientSync& mlp_gradients,
+  Parallelism(parallel::Communicator& communicator, parallel::GradientSync& mlp_gradients,
               std::optional<ShardPlan> sharding = std::nullopt);
-  dist::Communicator& communicator;
-  dist::GradientSync& mlp_gradients;
+  parallel::Communicator& communicator;
+  parallel::GradientSync& mlp_gradients;
   std::optional<ShardPlan> sharding;  // the tables sharded over the ranks; none: replicated
   // Sharded: the most shards any rank holds (each rank's all-to-all chunk has that many slots), and for each
   // (rank, slot) the table it carries (tables: a padding slot), on the device it was last used on.

@@ -13,9 +13,9 @@
 #include "coco/evaluator.h"
 #include "detection/coco_detection.h"
 #include "detection/rcnn_data.h"
-#include "dist/communicator.h"
-#include "dist/gather.h"
-#include "dist/gradient_sync.h"
+#include "parallel/communicator.h"
+#include "parallel/gather.h"
+#include "parallel/gradient_sync.h"
 #include "util/error.h"
 #include "workloads/common.h"
 #include "workloads/detection_common.h"
@@ -67,7 +67,7 @@ MaskRcnnOptions model_options(const Config& config, int world) {
 }
 
 detection::RcnnLoaderOptions loader_options(const Config& config, bool train, int64_t seed,
-                                            const dist::Communicator& communicator) {
+                                            const parallel::Communicator& communicator) {
   detection::RcnnLoaderOptions options;
   options.mode = train ? data::LoaderMode::Train : data::LoaderMode::Eval;
   options.pixels = backbone_weights(config) == BackboneWeights::kMsra ? detection::RcnnPixels::kBgr255MinusMean
@@ -337,7 +337,7 @@ class MaskRcnnWorkload : public WorkloadBase {
   // On rank 0, replaces `detections` with every rank's, in rank order.
   void gather_to_rank0(std::vector<coco::Detection>& detections, const std::string& what) {
     if (communicator_->world() == 1) return;
-    const auto buffers = dist::gather_bytes(*communicator_, coco::serialize_detections(detections), 0);
+    const auto buffers = parallel::gather_bytes(*communicator_, coco::serialize_detections(detections), 0);
     if (communicator_->rank() != 0) return;
     detections.clear();
     for (size_t rank = 0; rank < buffers.size(); ++rank) {
@@ -348,7 +348,7 @@ class MaskRcnnWorkload : public WorkloadBase {
 
   MaskRcnn model_{nullptr};
   std::optional<torch::optim::SGD> optimizer_;
-  std::optional<dist::GradientSync> gradients_;
+  std::optional<parallel::GradientSync> gradients_;
   std::optional<TrainingLoop> loop_;
   std::optional<detection::RcnnLoader> train_loader_, eval_loader_;
   std::optional<coco::Evaluator> box_evaluator_, mask_evaluator_;
@@ -393,7 +393,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   model->to(run.device);
   model->train();
   auto optimizer = make_optimizer(model, config);
-  dist::GradientSync gradients(*run.communicator, model->parameters(), model->buffers());
+  parallel::GradientSync gradients(*run.communicator, model->parameters(), model->buffers());
   TrainingLoop loop(config, run.device, model->parameters(), &gradients);
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(settings.seed));
   // Training: the whole step (anchor matching, sampling, proposals, mask targets, forward, the five losses,

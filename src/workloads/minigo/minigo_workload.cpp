@@ -16,9 +16,9 @@
 
 #include "data/generators/dataset_directory.h"
 #include "data/random.h"
-#include "dist/communicator.h"
-#include "dist/gather.h"
-#include "dist/gradient_sync.h"
+#include "parallel/communicator.h"
+#include "parallel/gather.h"
+#include "parallel/gradient_sync.h"
 #include "go/example_file.h"
 #include "go/mcts.h"
 #include "go/random_evaluator.h"
@@ -212,10 +212,10 @@ std::pair<int, int> rank_share(int64_t games, int rank, int world) {
 }
 
 // Rank 0's weights and batch-norm statistics to every rank.
-void broadcast_network(dist::Communicator& communicator, MinigoNet& net) {
+void broadcast_network(parallel::Communicator& communicator, MinigoNet& net) {
   std::vector<torch::Tensor> tensors = net->parameters();
   for (const torch::Tensor& buffer : net->buffers()) tensors.push_back(buffer);
-  dist::broadcast_from_rank0(communicator, tensors);
+  parallel::broadcast_from_rank0(communicator, tensors);
 }
 
 // The loop the reference runs: self-play with the latest network, then training on a window of the recent
@@ -229,7 +229,7 @@ void broadcast_network(dist::Communicator& communicator, MinigoNet& net) {
 class MinigoLoop {
  public:
   MinigoLoop(const Config& config, torch::Device device, uint64_t seed, int threads,
-             std::shared_ptr<dist::Communicator> communicator = nullptr)
+             std::shared_ptr<parallel::Communicator> communicator = nullptr)
       : config_(config),
         device_(device),
         seed_(seed),
@@ -363,7 +363,7 @@ class MinigoLoop {
     const int size = static_cast<int>(config_.integer("board_size"));
     go::ExampleFile all;
     all.examples.size = size;
-    const auto buffers = dist::allgather_bytes(*communicator_, go::serialize_examples(mine));
+    const auto buffers = parallel::allgather_bytes(*communicator_, go::serialize_examples(mine));
     for (size_t from = 0; from < buffers.size(); ++from) {
       const go::ExampleFile part = go::parse_examples(buffers[from].data(), buffers[from].size(), size,
                                                       "the examples gathered from rank " + std::to_string(from));
@@ -388,11 +388,11 @@ class MinigoLoop {
   torch::Device device_;
   uint64_t seed_;
   int threads_;
-  std::shared_ptr<dist::Communicator> communicator_;  // null or a world of one: this process alone
+  std::shared_ptr<parallel::Communicator> communicator_;  // null or a world of one: this process alone
   MinigoNet net_;
   PiecewiseLr schedule_;
   std::optional<torch::optim::SGD> optimizer_;
-  std::optional<dist::GradientSync> gradients_;  // over more than one rank
+  std::optional<parallel::GradientSync> gradients_;  // over more than one rank
   std::optional<TrainingLoop> training_;
   data::Rng rng_;
   std::vector<go::ExampleSet> window_;
@@ -404,7 +404,7 @@ class MinigoLoop {
 // ranks; without, this process plays them all.
 double win_rate(const Config& config, MinigoNet& learner, MinigoNet& target, uint64_t seed, int threads,
                 const std::function<void()>& on_batch, const std::string& sgf_folder, const std::string& learner_name,
-                dist::Communicator* communicator = nullptr) {
+                parallel::Communicator* communicator = nullptr) {
   const int64_t games = config.integer("eval_games");
   go::PlayOptions options = match_options(config, seed, threads);
   int share = static_cast<int>(games);

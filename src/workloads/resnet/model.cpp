@@ -130,6 +130,12 @@ bool is_bn_or_bias(const torch::Tensor& parameter) {
   return parameter.dim() <= 1;
 }
 
+std::vector<optim::Parameter> optimizer_parameters(const ResNet& model) {
+  std::vector<optim::Parameter> parameters;
+  for (const auto& parameter : model->parameters()) parameters.push_back({parameter, !is_bn_or_bias(parameter)});
+  return parameters;
+}
+
 // One update: forward and loss (cross entropy with the preset's label smoothing) per micro-batch, then the
 // LARS (or SGD) update at `learning_rate`.
 TrainingStep training_step(ResNet model, Lars& optimizer, torch::Tensor images, torch::Tensor labels,

@@ -4,10 +4,13 @@
 // code. Submodule names follow torchvision (conv1, bn1, layer1..4, fc) so weights map one to one.
 #include <torch/torch.h>
 
-#include "workloads/resnet/lars.h"
+#include "optim/lars.h"
 #include "workloads/training_loop.h"
 
 namespace trainbench::resnet {
+
+using optim::Lars;
+using optim::LarsOptions;
 
 struct ResNetOptions {
   TORCH_ARG(std::vector<int64_t>, blocks_per_stage) = std::vector<int64_t>{3, 4, 6, 3};
@@ -69,6 +72,8 @@ std::string mlperf_tensor_name(const std::string& parameter_name);
 // Parameters that are excluded from weight decay and layer adaptation (BatchNorm and biases), as in the
 // MLPerf reference LARS.
 bool is_bn_or_bias(const torch::Tensor& parameter);
+// The model's parameters for LARS, each flagged by is_bn_or_bias.
+std::vector<optim::Parameter> optimizer_parameters(const ResNet& model);
 
 // One update for the shared training loop: forward and cross entropy (with label smoothing) per
 // micro-batch, then the LARS (or SGD) update at `learning_rate`.

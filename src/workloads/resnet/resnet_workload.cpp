@@ -9,13 +9,12 @@
 #include "data/generators/image_classes.h"
 #include "data/image_folder.h"
 #include "data/image_loader.h"
-#include "dist/communicator.h"
-#include "dist/gradient_sync.h"
+#include "parallel/communicator.h"
+#include "parallel/gradient_sync.h"
 #include "util/error.h"
 #include "workloads/checkpoint.h"
 #include "workloads/common.h"
 #include "workloads/data_pipeline_bench.h"
-#include "workloads/resnet/lars.h"
 #include "workloads/resnet/lr_schedule.h"
 #include "workloads/resnet/model.h"
 
@@ -55,7 +54,7 @@ bool uses_lars(const Config& config) {
 // Each rank loads its strided share of every global batch (data/image_loader.h), so the global batch is the
 // same whatever the number of ranks.
 data::ImageLoaderOptions loader_options(const Config& config, bool train, int64_t seed, bool skip_corrupt,
-                                        const dist::Communicator& communicator) {
+                                        const parallel::Communicator& communicator) {
   data::ImageLoaderOptions options;
   options.mode = train ? data::LoaderMode::Train : data::LoaderMode::Eval;
   options.crop_size = static_cast<int>(config.integer_at_least("image_size", 1));
@@ -73,7 +72,7 @@ data::ImageLoaderOptions loader_options(const Config& config, bool train, int64_
 }
 
 Lars make_optimizer(ResNet& model, const Config& config) {
-  return Lars(model->parameters(), LarsOptions()
+  return Lars(optimizer_parameters(model), LarsOptions()
                                        .momentum(config.number("momentum"))
                                        .weight_decay(config.number("weight_decay"))
                                        .eta(config.number("lars_eta"))
@@ -199,7 +198,7 @@ class ResNetWorkload : public WorkloadBase {
   bool lars_;
   ResNet model_{nullptr};
   std::optional<Lars> optimizer_;
-  std::optional<dist::GradientSync> gradients_;
+  std::optional<parallel::GradientSync> gradients_;
   std::optional<TrainingLoop> loop_;
   std::optional<data::ImageLoader> train_loader_, eval_loader_;
   PolyWarmupSchedule schedule_;
@@ -228,7 +227,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   model->to(device);
   model->train();
   Lars optimizer = make_optimizer(model, config);
-  dist::GradientSync gradients(*communicator, model->parameters(), model->buffers());
+  parallel::GradientSync gradients(*communicator, model->parameters(), model->buffers());
   TrainingLoop loop(config, device, model->parameters(), &gradients);
   // Training throughput: the full step (forward, loss, backward, gradient all-reduce, optimizer) on batches
   // already in memory, so the number is the compute and communication side alone.

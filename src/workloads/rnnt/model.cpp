@@ -409,7 +409,7 @@ double RnntLrSchedule::at(int64_t step, int64_t epoch) const {
 
 // One update: encoder, prediction network, joint and transducer loss per micro-batch, then LAMB at
 // `learning_rate` (and, given an EMA model, its update).
-TrainingStep training_step(Rnnt model, bert::Lamb& optimizer, torch::Tensor features, torch::Tensor frame_counts,
+TrainingStep training_step(Rnnt model, optim::Lamb& optimizer, torch::Tensor features, torch::Tensor frame_counts,
                            torch::Tensor tokens, torch::Tensor token_counts, double learning_rate, Rnnt ema, double ema_decay) {
   TrainingStep step;
   step.samples = features.size(0);

@@ -8,7 +8,7 @@
 
 #include <torch/torch.h>
 
-#include "workloads/bert/lamb.h"
+#include "optim/lamb.h"
 #include "workloads/checkpoint.h"
 #include "workloads/training_loop.h"
 
@@ -168,7 +168,7 @@ struct RnntLrSchedule {
 
 // One update for the shared training loop: encoder, prediction network, joint and transducer loss (a mean
 // over utterances) per micro-batch, then LAMB at `learning_rate` and, given an EMA model, its update.
-TrainingStep training_step(Rnnt model, bert::Lamb& optimizer, torch::Tensor features, torch::Tensor frame_counts,
+TrainingStep training_step(Rnnt model, optim::Lamb& optimizer, torch::Tensor features, torch::Tensor frame_counts,
                            torch::Tensor tokens, torch::Tensor token_counts, double learning_rate, Rnnt ema = nullptr,
                            double ema_decay = 0);
 

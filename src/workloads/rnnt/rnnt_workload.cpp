@@ -11,15 +11,15 @@
 #include <torch/torch.h>
 
 #include "data/random.h"
-#include "dist/communicator.h"
-#include "dist/gradient_sync.h"
+#include "parallel/communicator.h"
+#include "parallel/gradient_sync.h"
 #include "speech/librispeech.h"
 #include "speech/loader.h"
 #include "speech/synthetic.h"
 #include "speech/text.h"
 #include "util/error.h"
 #include "util/file_digest.h"
-#include "workloads/bert/lamb.h"
+#include "optim/lamb.h"
 #include "workloads/common.h"
 #include "workloads/rnnt/model.h"
 
@@ -55,8 +55,8 @@ RnntOptions model_options(const Config& config) {
       .hidden_hidden_bias_scale(config.number("hidden_hidden_bias_scale"));
 }
 
-bert::LambOptions lamb_options(const Config& config) {
-  bert::LambOptions options;
+optim::LambOptions lamb_options(const Config& config) {
+  optim::LambOptions options;
   options.beta1(config.number("beta1")).beta2(config.number("beta2")).epsilon(config.number("epsilon"));
   options.weight_decay(config.number("weight_decay")).max_grad_norm(config.number("max_grad_norm"));
   return options;
@@ -140,7 +140,7 @@ class RnntWorkload : public WorkloadBase {
     update_ema(ema_, model_, 0.0);
     ema_->eval();
     const std::vector<torch::Tensor> parameters = model_->parameters();
-    optimizer_.emplace(parameters, lamb_options(config_));
+    optimizer_.emplace(optim::all_decaying(parameters), lamb_options(config_));
     loop_.emplace(config_, device_, parameters, &*gradients_);
     return RnntImpl::initialized_tensor_names();
   }
@@ -252,8 +252,8 @@ class RnntWorkload : public WorkloadBase {
 
  private:
   Rnnt model_{nullptr}, ema_{nullptr};
-  std::optional<dist::GradientSync> gradients_;
-  std::optional<bert::Lamb> optimizer_;
+  std::optional<parallel::GradientSync> gradients_;
+  std::optional<optim::Lamb> optimizer_;
   std::optional<TrainingLoop> loop_;
   std::optional<speech::Tokenizer> tokenizer_;
   std::optional<speech::SpeechLoader> train_loader_, eval_loader_;
@@ -356,9 +356,9 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   Rnnt model(model_options(config));
   model->to(run.device);
   model->train();
-  dist::GradientSync gradients(*run.communicator, model->parameters(), {});
+  parallel::GradientSync gradients(*run.communicator, model->parameters(), {});
   const std::vector<torch::Tensor> parameters = model->parameters();
-  bert::Lamb optimizer(parameters, lamb_options(config));
+  optim::Lamb optimizer(optim::all_decaying(parameters), lamb_options(config));
   const auto long_options = torch::TensorOptions(torch::kInt64).device(run.device);
   const torch::Tensor features = torch::randn({batch, frames, pipeline.options().output_dims()}, run.device);
   const torch::Tensor frame_counts = torch::full({batch}, frames, long_options);

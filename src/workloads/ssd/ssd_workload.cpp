@@ -11,8 +11,8 @@
 #include "coco/evaluator.h"
 #include "detection/coco_detection.h"
 #include "detection/detection_loader.h"
-#include "dist/communicator.h"
-#include "dist/gradient_sync.h"
+#include "parallel/communicator.h"
+#include "parallel/gradient_sync.h"
 #include "util/error.h"
 #include "workloads/common.h"
 #include "workloads/detection_common.h"
@@ -103,7 +103,7 @@ torch::optim::SGD make_optimizer(Ssd& model, const Config& config) {
 }
 
 detection::DetectionLoaderOptions loader_options(const Config& config, bool train, int64_t seed,
-                                                 const dist::Communicator& communicator) {
+                                                 const parallel::Communicator& communicator) {
   detection::DetectionLoaderOptions options;
   options.mode = train ? data::LoaderMode::Train : data::LoaderMode::Eval;
   options.image_size = static_cast<int>(config.integer("image_size"));
@@ -296,12 +296,12 @@ class SsdWorkload : public WorkloadBase {
     for (const auto& buffer : model_->named_buffers())
       if (buffer.key().find("running_mean") != std::string::npos || buffer.key().find("running_var") != std::string::npos)
         statistics.push_back(buffer.value());
-    dist::average_over_ranks(*communicator_, statistics);
+    parallel::average_over_ranks(*communicator_, statistics);
   }
 
   Ssd model_{nullptr};
   std::optional<torch::optim::SGD> optimizer_;
-  std::optional<dist::GradientSync> gradients_;
+  std::optional<parallel::GradientSync> gradients_;
   std::optional<TrainingLoop> loop_;
   std::optional<detection::DetectionLoader> train_loader_, eval_loader_;
   std::optional<coco::Evaluator> evaluator_;
@@ -328,7 +328,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   model->to(run.device);
   model->train();
   auto optimizer = make_optimizer(model, config);
-  dist::GradientSync gradients(*run.communicator, model->parameters(), model->buffers());
+  parallel::GradientSync gradients(*run.communicator, model->parameters(), model->buffers());
   TrainingLoop loop(config, run.device, model->parameters(), &gradients);
   // Training throughput: the whole step (matching, forward, loss, backward, all-reduce, update) on a batch in
   // memory with three objects per image, so the number is the compute side alone.

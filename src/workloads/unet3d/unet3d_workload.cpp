@@ -12,8 +12,8 @@
 #include <torch/torch.h>
 
 #include "data/random.h"
-#include "dist/communicator.h"
-#include "dist/gradient_sync.h"
+#include "parallel/communicator.h"
+#include "parallel/gradient_sync.h"
 #include "medical/kits19.h"
 #include "medical/npy.h"
 #include "medical/patches.h"
@@ -352,7 +352,7 @@ class Unet3dWorkload : public WorkloadBase {
 
   Unet3d model_{nullptr};
   std::optional<torch::optim::SGD> optimizer_;
-  std::optional<dist::GradientSync> gradients_;
+  std::optional<parallel::GradientSync> gradients_;
   std::optional<TrainingLoop> loop_;
   LearningRateSchedule schedule_;
   medical::PatchOptions patch_options_;
@@ -443,7 +443,7 @@ void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings
   Unet3d model(model_options(config));
   model->to(device);
   auto optimizer = make_optimizer(model, config);
-  dist::GradientSync gradients(*run.communicator, model->parameters(), {});
+  parallel::GradientSync gradients(*run.communicator, model->parameters(), {});
   if (!run.memory_only()) bench_evaluation(model, config, patch, device, out);
 
   model->train();

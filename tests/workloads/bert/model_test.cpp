@@ -6,7 +6,6 @@
 
 #include "support/accumulation.h"
 #include "workloads/bert/dense.h"
-#include "workloads/bert/lamb.h"
 #include "workloads/bert/pretraining.h"
 
 namespace trainbench::bert {
@@ -158,34 +157,7 @@ TEST(BertModel, DropoutKeepsOneMinusPScaledIsReproducibleAndPassesTheMaskToTheGr
   EXPECT_EQ(bert::dropout(input, 1.0, true).ne(0).sum().item<int64_t>(), 0);
 }
 
-TEST(BertLamb, FusedCpuStepEqualsTheTensorOpStep) {
-  torch::manual_seed(9);
-  std::vector<std::pair<std::string, torch::Tensor>> a, b;
-  for (const auto& [name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
-           {"w.weight", {300, 200}}, {"w.bias", {300}}, {"n.LayerNorm.weight", {200}}, {"odd.weight", {7, 143}},
-           {"zero.weight", {4, 4}}}) {
-    auto value = name == "zero.weight" ? torch::zeros(shape) : torch::randn(shape);
-    a.emplace_back(name, value.clone().requires_grad_());
-    b.emplace_back(name, value.clone().requires_grad_());
-  }
-  const auto options = LambOptions().weight_decay(0.01).max_grad_norm(1.0);
-  Lamb fused(a, options), plain(b, LambOptions(options).fused(false));
-  for (int step = 0; step < 3; ++step) {
-    for (size_t i = 0; i < a.size(); ++i) {
-      const auto grad = torch::randn(a[i].second.sizes()) * (step + 1);
-      a[i].second.mutable_grad() = grad.clone();
-      b[i].second.mutable_grad() = grad.clone();
-    }
-    fused.step(0.01);
-    plain.step(0.01);
-    EXPECT_NEAR(fused.last_gradient_norm(), plain.last_gradient_norm(), 1e-3);
-    EXPECT_GT(fused.last_gradient_norm(), 1.0);
-    for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_TRUE(torch::allclose(a[i].second, b[i].second, 1e-5, 1e-6)) << a[i].first << " at step " << step;
-  }
-}
-
-TEST(BertLamb, ScheduleWarmsUpLinearlyThenDecaysPolynomiallyToZero) {
+TEST(BertLrSchedule, WarmsUpLinearlyThenDecaysPolynomiallyToZero) {
   const BertLrSchedule schedule{0.004, 100, 0, 1000, 1.0};
   EXPECT_DOUBLE_EQ(schedule.at(0), 0);
   EXPECT_DOUBLE_EQ(schedule.at(50), 0.002);
@@ -204,9 +176,7 @@ TEST(BertModel, AccumulatedMicroBatchesGiveTheFullBatchsGradient) {
   BertForPreTraining model(BertOptions().vocab_size(50).hidden(8).layers(1).heads(2).intermediate(8).max_positions(16).dropout(0));
   model->to(torch::kFloat64);
   model->train();
-  std::vector<std::pair<std::string, torch::Tensor>> parameters;
-  for (const auto& item : model->named_parameters()) parameters.emplace_back(item.key(), item.value());
-  Lamb lamb(parameters, LambOptions());
+  Lamb lamb(optimizer_parameters(model), LambOptions());
   data::BertSamples samples;
   samples.seq_length = 8;
   samples.max_predictions = 2;

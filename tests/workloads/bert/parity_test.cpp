@@ -85,9 +85,7 @@ TEST(BertParity, TwoLambStepsMatchNvidiasBertForPretraining) {
   const auto expected = load_dict(dir / "expected.pt");
   const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
 
-  std::vector<std::pair<std::string, torch::Tensor>> parameters;
-  for (const auto& item : model->named_parameters()) parameters.emplace_back(item.key(), item.value());
-  Lamb lamb(parameters, LambOptions().beta1(beta1).beta2(beta2).epsilon(eps).weight_decay(weight_decay).max_grad_norm(max_grad_norm));
+  Lamb lamb(optimizer_parameters(model), LambOptions().beta1(beta1).beta2(beta2).epsilon(eps).weight_decay(weight_decay).max_grad_norm(max_grad_norm));
   model->train();
   {
     const BertOutputs outputs = model->forward(batch.input_ids, batch.segment_ids, batch.input_mask, batch.masked_positions);

@@ -51,8 +51,8 @@ TEST(DlrmModel, SparseUpdateTouchesOnlyTheLookedUpRowsInPlaceWithoutATableSizedG
   sparse.select(1, 0).copy_(torch::randint(1000, {64}, torch::kInt64) * 999);  // rows spread over the table
   const auto labels = torch::randint(2, {64}).to(torch::kFloat32);
   const int64_t rss_before = peak_rss_bytes();  // the table and its copy `before` are resident
-  const auto single_process = dist::Communicator::connect(dist::RankEnvironment{});
-  dist::GradientSync mlp_gradients(*single_process, model->mlp_parameters(), {});
+  const auto single_process = parallel::Communicator::connect(parallel::RankEnvironment{});
+  parallel::GradientSync mlp_gradients(*single_process, model->mlp_parameters(), {});
   Parallelism parallel(*single_process, mlp_gradients);
   const Config step_config = testing::step_config(1);
   TrainingLoop loop(step_config, torch::kCPU, model->mlp_parameters(), &mlp_gradients);
@@ -95,9 +95,9 @@ TEST(DlrmModel, AccumulatedMicroBatchesGiveTheFullBatchsGradientAndUpdate) {
   const auto dense = torch::rand({8, 13}, torch::kFloat64);
   const auto sparse = torch::randint(10, {8, 26}, torch::kInt64);
   const auto labels = torch::randint(2, {8}).to(torch::kFloat64);
-  const auto single_process = dist::Communicator::connect(dist::RankEnvironment{});
+  const auto single_process = parallel::Communicator::connect(parallel::RankEnvironment{});
   Dlrm model = make_model();
-  dist::GradientSync mlp_gradients(*single_process, model->mlp_parameters(), {});
+  parallel::GradientSync mlp_gradients(*single_process, model->mlp_parameters(), {});
   Parallelism parallel(*single_process, mlp_gradients);
   const Config one = testing::step_config(1);
   TrainingLoop loop(one, torch::kCPU, model->mlp_parameters(), nullptr);
@@ -187,10 +187,10 @@ TEST(DlrmShardedEmbeddings, OneStepAndTheEvaluationEqualTheReplicatedDataParalle
   const Config config = testing::step_config(2);
   const auto train = [&](std::vector<Dlrm>& models, std::optional<ShardPlan> sharding) {
     std::vector<Outcome> outcomes(2);
-    const std::vector<std::string> failures = testing::run_two_ranks([&](dist::Communicator& communicator) {
+    const std::vector<std::string> failures = testing::run_two_ranks([&](parallel::Communicator& communicator) {
       const int rank = communicator.rank();
       Dlrm model = models[static_cast<size_t>(rank)];
-      dist::GradientSync mlp_gradients(communicator, model->mlp_parameters(), {});
+      parallel::GradientSync mlp_gradients(communicator, model->mlp_parameters(), {});
       Parallelism parallel(communicator, mlp_gradients, sharding);
       TrainingLoop loop(config, torch::kCPU, model->mlp_parameters(), &mlp_gradients);
       const auto mine = [&](const torch::Tensor& rows) { return rows.narrow(0, 8 * rank, 8); };

@@ -59,8 +59,8 @@ TEST(DlrmParity, TwoSgdStepsMatchAnIndependentPyTorchImplementation) {
   const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
 
   model->train();
-  const auto single_process = dist::Communicator::connect(dist::RankEnvironment{});
-  dist::GradientSync mlp_gradients(*single_process, model->mlp_parameters(), {});
+  const auto single_process = parallel::Communicator::connect(parallel::RankEnvironment{});
+  parallel::GradientSync mlp_gradients(*single_process, model->mlp_parameters(), {});
   Parallelism parallel(*single_process, mlp_gradients);
   const Config step_config = testing::step_config(1);
   TrainingLoop loop(step_config, torch::kCPU, model->mlp_parameters(), &mlp_gradients);

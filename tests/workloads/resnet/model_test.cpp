@@ -38,7 +38,7 @@ TEST(ResNetModel, AccumulatedMicroBatchesGiveTheFullBatchsGradientWithBatchNormS
   ResNet model(ResNetOptions().blocks_per_stage({1, 1}).stage_widths({4, 8}).stem_width(8).num_classes(5).zero_init_residual(false));
   model->to(torch::kFloat64);
   model->eval();
-  Lars lars(model->parameters(), LarsOptions());
+  Lars lars(optimizer_parameters(model), LarsOptions());
   const auto images = torch::randn({8, 3, 32, 32}, torch::kFloat64);
   const auto labels = torch::randint(5, {8}, torch::kInt64);
   testing::expect_accumulation_matches_full_batch(*model, [&] { return training_step(model, lars, images, labels, 0.1, 0.1); });

@@ -8,7 +8,6 @@
 #include <torch/torch.h>
 
 #include "support/torch_pickle.h"
-#include "workloads/resnet/lars.h"
 #include "workloads/resnet/model.h"
 
 namespace trainbench::resnet {
@@ -61,7 +60,7 @@ TEST(ResNetParity, TwoLarsStepsMatchAnIndependentPyTorchImplementation) {
   const auto expected = load_dict(dir / "expected.pt");
   const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
 
-  Lars lars(model->parameters(), LarsOptions().momentum(momentum).weight_decay(weight_decay).eta(eta));
+  Lars lars(optimizer_parameters(model), LarsOptions().momentum(momentum).weight_decay(weight_decay).eta(eta));
   model->train();
   for (int step = 0; step < 2; ++step) {
     model->zero_grad();

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 #include "harness/cpu_contention.h"
 #include "speech/librispeech.h"
 #include "speech/synthetic.h"
@@ -20,7 +20,7 @@
 #include "support/quality_gate.h"
 #include "support/torch_pickle.h"
 #include "util/file_digest.h"
-#include "workloads/bert/lamb.h"
+#include "optim/lamb.h"
 #include "workloads/registry.h"
 #include "workloads/rnnt/model.h"
 
@@ -224,7 +224,7 @@ TEST(RnntModel, TwoStepsAndGreedyDecodingMatchTheReferencesOwnCode) {
 
   update_ema(ema, model, 0.0);
   const std::vector<torch::Tensor> parameters = model->parameters();
-  bert::Lamb optimizer(parameters, bert::LambOptions().beta1(0.9).beta2(0.999).epsilon(1e-9).weight_decay(1e-3).max_grad_norm(1.0));
+  optim::Lamb optimizer(parameters, optim::LambOptions().beta1(0.9).beta2(0.999).epsilon(1e-9).weight_decay(1e-3).max_grad_norm(1.0));
   model->train();
   const Config step_config = testing::step_config(1);
   TrainingLoop loop(step_config, torch::kCPU, parameters, nullptr);
@@ -273,7 +273,7 @@ TEST(RnntModel, AccumulatedMicroBatchesGiveTheFullBatchsGradient) {
   Rnnt model(small_options());
   model->to(torch::kFloat64);
   model->train();
-  bert::Lamb optimizer(model->parameters(), bert::LambOptions());
+  optim::Lamb optimizer(model->parameters(), optim::LambOptions());
   const auto features = torch::randn({4, 9, 12}, torch::kFloat64);
   const auto frame_counts = torch::tensor({9, 7, 8, 5}, torch::kInt64);
   const auto tokens = torch::randint(6, {4, 3}, torch::kInt64);

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 
 inline constexpr int kDefaultMasterPort = 29500;
 
@@ -34,4 +34,4 @@ RankEnvironment detect_rank_environment(const EnvironmentLookup& lookup);
 // The first host of a Slurm node list: "gpu[003-004,010],io1" -> "gpu003".
 std::string first_slurm_host(const std::string& node_list);
 
-}  // namespace trainbench::dist
+}  // namespace trainbench::parallel

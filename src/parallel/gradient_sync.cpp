@@ -1,4 +1,4 @@
-#include "dist/gradient_sync.h"
+#include "parallel/gradient_sync.h"
 
 #include <algorithm>
 #include <functional>
@@ -6,7 +6,7 @@
 
 #include "util/error.h"
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 
 namespace {
 
@@ -92,7 +92,7 @@ void GradientSync::on_gradient(int index, const torch::Tensor& gradient) {
   slot.ready = true;
   if (gradient.is_sparse())
     fail("gradient of a " + std::to_string(slot.parameter.dim()) + "-d parameter",
-         "is sparse; GradientSync averages dense gradients (exchange touched rows with dist::allgather_concat)");
+         "is sparse; GradientSync averages dense gradients (exchange touched rows with parallel::allgather_concat)");
   Bucket& bucket = buckets_[slot.bucket];
   // Pre-divide so the sum over ranks is the mean.
   torch::NoGradGuard no_grad;
@@ -167,4 +167,4 @@ void average_over_ranks(Communicator& communicator, const std::vector<torch::Ten
   });
 }
 
-}  // namespace trainbench::dist
+}  // namespace trainbench::parallel

@@ -1,4 +1,4 @@
-#include "dist/launcher.h"
+#include "parallel/launcher.h"
 
 #include <algorithm>
 #include <atomic>
@@ -16,7 +16,7 @@
 
 #include "util/error.h"
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 
 namespace {
 
@@ -205,4 +205,4 @@ int launch_ranks(const LaunchOptions& options, std::ostream& messages) {
   return exit_code;
 }
 
-}  // namespace trainbench::dist
+}  // namespace trainbench::parallel

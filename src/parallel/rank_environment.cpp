@@ -1,10 +1,10 @@
-#include "dist/rank_environment.h"
+#include "parallel/rank_environment.h"
 
 #include <cstdlib>
 
 #include "util/error.h"
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 
 namespace {
 
@@ -114,4 +114,4 @@ RankEnvironment detect_rank_environment() {
   });
 }
 
-}  // namespace trainbench::dist
+}  // namespace trainbench::parallel

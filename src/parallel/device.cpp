@@ -1,4 +1,4 @@
-#include "dist/device.h"
+#include "parallel/device.h"
 
 #include "util/error.h"
 

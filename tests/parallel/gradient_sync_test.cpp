@@ -1,12 +1,12 @@
-// Batch-norm statistics averaged over the ranks (dist/gradient_sync.h): two ranks in two threads over Gloo.
-#include "dist/gradient_sync.h"
+// Batch-norm statistics averaged over the ranks (parallel/gradient_sync.h): two ranks in two threads over Gloo.
+#include "parallel/gradient_sync.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "support/two_ranks.h"
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 namespace {
 
 using testing::run_two_ranks;
@@ -38,4 +38,4 @@ TEST(AverageOverRanks, IntegerTensorsAreRefusedByName) {
 }
 
 }  // namespace
-}  // namespace trainbench::dist
+}  // namespace trainbench::parallel

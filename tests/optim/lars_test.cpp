@@ -1,16 +1,15 @@
-// LARS and the poly-decay schedule against values computed by hand from the formulas in lars.h and
-// lr_schedule.h (two steps, so momentum and the changed weight norm both count).
+// LARS against values computed by hand from the formulas in optim/lars.h (two steps, so momentum and the
+// changed weight norm both count).
 #include <gtest/gtest.h>
 
-#include "workloads/resnet/lars.h"
-#include "workloads/resnet/lr_schedule.h"
+#include "optim/lars.h"
 
-namespace trainbench::resnet {
+namespace trainbench::optim {
 namespace {
 
 TEST(Lars, TrustRatioMomentumAndWeightDecayOnAWeight) {
   auto weight = torch::tensor({3.0, 4.0}, torch::kFloat64).view({1, 2}).requires_grad_();
-  Lars lars({weight}, LarsOptions().momentum(0.9).weight_decay(0.01).eta(0.001));
+  Lars lars({{weight}}, LarsOptions().momentum(0.9).weight_decay(0.01).eta(0.001));
   for (int step = 0; step < 2; ++step) {
     weight.mutable_grad() = torch::tensor({0.6, 0.8}, torch::kFloat64).view({1, 2});
     lars.step(1.0);
@@ -23,7 +22,7 @@ TEST(Lars, TrustRatioMomentumAndWeightDecayOnAWeight) {
 
 TEST(Lars, BatchNormAndBiasSkipDecayAndAdaptation) {
   auto bias = torch::tensor({1.0, -2.0}, torch::kFloat64).requires_grad_();
-  Lars lars({bias}, LarsOptions().momentum(0.9).weight_decay(0.01).eta(0.001));
+  Lars lars({{bias, /*decays=*/false}}, LarsOptions().momentum(0.9).weight_decay(0.01).eta(0.001));
   for (int step = 0; step < 2; ++step) {
     bias.mutable_grad() = torch::tensor({0.5, 0.25}, torch::kFloat64);
     lars.step(1.0);
@@ -35,7 +34,7 @@ TEST(Lars, BatchNormAndBiasSkipDecayAndAdaptation) {
 
 TEST(Lars, WithoutLayerAdaptationItIsSgdWithWeightDecay) {
   auto weight = torch::tensor({3.0, 4.0}, torch::kFloat64).view({1, 2}).requires_grad_();
-  Lars sgd({weight}, LarsOptions().momentum(0.9).weight_decay(0.01).layer_adaptation(false));
+  Lars sgd({{weight}}, LarsOptions().momentum(0.9).weight_decay(0.01).layer_adaptation(false));
   weight.mutable_grad() = torch::tensor({0.6, 0.8}, torch::kFloat64).view({1, 2});
   sgd.step(0.1);
   // v = 0.1*(g + 0.01w) = (0.063, 0.084)
@@ -43,15 +42,5 @@ TEST(Lars, WithoutLayerAdaptationItIsSgdWithWeightDecay) {
   EXPECT_NEAR(weight[0][1].item<double>(), 4.0 - 0.084, 1e-12);
 }
 
-TEST(PolyWarmupSchedule, WarmupThenQuadraticDecayToTheEndRate) {
-  const PolyWarmupSchedule schedule{2.0, 0.0001, 2.0, 4, 10};
-  EXPECT_DOUBLE_EQ(schedule.at(0), 0.0);
-  EXPECT_DOUBLE_EQ(schedule.at(2), 1.0);
-  EXPECT_DOUBLE_EQ(schedule.at(4), 2.0);
-  EXPECT_NEAR(schedule.at(9), (2.0 - 0.0001) * 0.25 + 0.0001, 1e-12);  // halfway through the decay
-  EXPECT_DOUBLE_EQ(schedule.at(14), 0.0001);
-  EXPECT_DOUBLE_EQ(schedule.at(100), 0.0001);  // held at the end rate past the schedule
-}
-
 }  // namespace
-}  // namespace trainbench::resnet
+}  // namespace trainbench::optim

@@ -9,9 +9,9 @@
 
 #include <torch/types.h>
 
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 
 // Every rank's `values` concatenated along dim 0 in rank order, when ranks hold different numbers of rows
 // (the other dimensions and the dtype must agree): how ranks exchange the rows of a replicated table they
@@ -25,4 +25,4 @@ std::vector<std::vector<uint8_t>> allgather_bytes(Communicator& communicator, co
 // Every rank's bytes, in rank order, on `root`; no buffers on the other ranks.
 std::vector<std::vector<uint8_t>> gather_bytes(Communicator& communicator, const std::vector<uint8_t>& bytes, int root);
 
-}  // namespace trainbench::dist
+}  // namespace trainbench::parallel

@@ -1,12 +1,10 @@
-#include "workloads/resnet/lars.h"
+#include "optim/lars.h"
 
-#include "workloads/resnet/model.h"
+namespace trainbench::optim {
 
-namespace trainbench::resnet {
-
-Lars::Lars(std::vector<torch::Tensor> parameters, const LarsOptions& options) : options_(options) {
-  for (auto& parameter : parameters)
-    slots_.push_back({parameter, torch::zeros_like(parameter), !is_bn_or_bias(parameter)});
+Lars::Lars(const std::vector<Parameter>& parameters, const LarsOptions& options) : options_(options) {
+  for (const auto& parameter : parameters)
+    slots_.push_back({parameter.tensor, torch::zeros_like(parameter.tensor), parameter.decays});
 }
 
 void Lars::step(double learning_rate) {
@@ -33,4 +31,4 @@ void Lars::step(double learning_rate) {
   }
 }
 
-}  // namespace trainbench::resnet
+}  // namespace trainbench::optim

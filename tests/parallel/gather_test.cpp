@@ -1,5 +1,5 @@
-// The general gather (dist/gather.h): two ranks in two threads over Gloo on loopback.
-#include "dist/gather.h"
+// The general gather (parallel/gather.h): two ranks in two threads over Gloo on loopback.
+#include "parallel/gather.h"
 
 #include <numeric>
 
@@ -8,7 +8,7 @@
 
 #include "support/two_ranks.h"
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 namespace {
 
 using testing::run_two_ranks;
@@ -109,4 +109,4 @@ TEST(GatherConcat, OneRankGetsItsOwnRows) {
 }
 
 }  // namespace
-}  // namespace trainbench::dist
+}  // namespace trainbench::parallel

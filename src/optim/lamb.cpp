@@ -1,12 +1,10 @@
-#include "workloads/bert/lamb.h"
+#include "optim/lamb.h"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 
-#include "workloads/bert/model.h"
-
-namespace trainbench::bert {
+namespace trainbench::optim {
 
 namespace {
 
@@ -89,17 +87,10 @@ LAMB_VECTOR_KERNEL void apply_update(float* __restrict p, const float* __restric
 
 }  // namespace
 
-Lamb::Lamb(const std::vector<std::pair<std::string, torch::Tensor>>& parameters, const LambOptions& options)
-    : options_(options) {
-  for (const auto& [name, parameter] : parameters)
-    slots_.push_back({parameter, torch::zeros_like(parameter, torch::MemoryFormat::Contiguous),
-                      torch::zeros_like(parameter, torch::MemoryFormat::Contiguous), !excluded_from_weight_decay(name)});
-}
-
-Lamb::Lamb(const std::vector<torch::Tensor>& parameters, const LambOptions& options) : options_(options) {
+Lamb::Lamb(const std::vector<Parameter>& parameters, const LambOptions& options) : options_(options) {
   for (const auto& parameter : parameters)
-    slots_.push_back({parameter, torch::zeros_like(parameter, torch::MemoryFormat::Contiguous),
-                      torch::zeros_like(parameter, torch::MemoryFormat::Contiguous), true});
+    slots_.push_back({parameter.tensor, torch::zeros_like(parameter.tensor, torch::MemoryFormat::Contiguous),
+                      torch::zeros_like(parameter.tensor, torch::MemoryFormat::Contiguous), parameter.decays});
 }
 
 bool Lamb::can_fuse() const {
@@ -195,12 +186,4 @@ void Lamb::tensor_step(double learning_rate) {
   last_gradient_norm_ = global_norm.item<double>();
 }
 
-double BertLrSchedule::at(int64_t step) const {
-  const int64_t warmup_progress = step - start_warmup_step;
-  if (warmup_steps > 0 && warmup_progress < warmup_steps)
-    return base_lr * static_cast<double>(std::max<int64_t>(0, warmup_progress)) / static_cast<double>(warmup_steps);
-  const double done = std::min(static_cast<double>(step), static_cast<double>(total_steps)) / static_cast<double>(total_steps);
-  return base_lr * std::pow(1.0 - done, power);
-}
-
-}  // namespace trainbench::bert
+}  // namespace trainbench::optim

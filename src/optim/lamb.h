@@ -3,18 +3,18 @@
 // v1.1 rules allow): gradients clipped by their global norm (max_grad_norm), Adam moments with bias
 // correction, decoupled weight decay added to the update, and the layer-wise trust ratio
 // ||w|| / ||update|| for the parameters that decay (apex's default use_nvlamb=false leaves biases and
-// LayerNorm, which the reference does not decay, at ratio 1).
+// LayerNorm, which the BERT reference does not decay, at ratio 1). BERT and RNN-T train with it.
 //
 // For float32 on the CPU the whole step is one fused, vectorised loop per tensor (three passes over memory in
 // all instead of the ten-odd of an op-by-op version), parallel over elements; for other types or devices, or
 // when fused is off, it is the same arithmetic in tensor ops.
-#include <string>
-#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
 
-namespace trainbench::bert {
+#include "optim/parameters.h"
+
+namespace trainbench::optim {
 
 struct LambOptions {
   TORCH_ARG(double, beta1) = 0.9;
@@ -27,11 +27,7 @@ struct LambOptions {
 
 class Lamb {
  public:
-  // `parameters`: (name, tensor); names decide weight-decay exclusion (excluded_from_weight_decay).
-  Lamb(const std::vector<std::pair<std::string, torch::Tensor>>& parameters, const LambOptions& options);
-  // Every parameter decays (and takes the trust ratio): apex FusedLAMB with one parameter group, as the RNN-T
-  // reference builds it.
-  Lamb(const std::vector<torch::Tensor>& parameters, const LambOptions& options);
+  Lamb(const std::vector<Parameter>& parameters, const LambOptions& options);
   void step(double learning_rate);
   // The global gradient norm before clipping, from the last step.
   double last_gradient_norm() const { return last_gradient_norm_; }
@@ -51,17 +47,5 @@ class Lamb {
   double last_gradient_norm_ = 0;
 };
 
-// The reference's learning rate (TF run_pretraining / NVIDIA PolyWarmUpScheduler): linear warmup from 0
-// over warmup_steps counted from start_warmup_step, otherwise polynomial decay to 0 over total_steps
-// counted from step 0.
-struct BertLrSchedule {
-  double base_lr = 0;
-  int64_t warmup_steps = 0;
-  int64_t start_warmup_step = 0;
-  int64_t total_steps = 1;
-  double power = 1;
 
-  double at(int64_t step) const;
-};
-
-}  // namespace trainbench::bert
+}  // namespace trainbench::optim

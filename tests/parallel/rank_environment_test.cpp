@@ -1,4 +1,4 @@
-#include "dist/rank_environment.h"
+#include "parallel/rank_environment.h"
 
 #include <map>
 
@@ -7,7 +7,7 @@
 
 #include "support/error_message.h"
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 namespace {
 
 EnvironmentLookup from(std::map<std::string, std::string> variables) {
@@ -89,4 +89,4 @@ TEST(RankEnvironment, FirstSlurmHost) {
 }
 
 }  // namespace
-}  // namespace trainbench::dist
+}  // namespace trainbench::parallel

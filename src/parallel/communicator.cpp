@@ -1,4 +1,4 @@
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -19,7 +19,7 @@
 
 #include "util/error.h"
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 
 namespace {
 
@@ -411,4 +411,4 @@ std::shared_ptr<Communicator> connect_from_environment(const CommunicatorOptions
   return Communicator::connect(detect_rank_environment(), options);
 }
 
-}  // namespace trainbench::dist
+}  // namespace trainbench::parallel

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 
 struct LaunchOptions {
   int processes_per_node = 1;
@@ -29,4 +29,4 @@ int launch_ranks(const LaunchOptions& options, std::ostream& messages);
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int pick_free_port();
 
-}  // namespace trainbench::dist
+}  // namespace trainbench::parallel

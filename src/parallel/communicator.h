@@ -14,9 +14,9 @@
 
 #include <torch/types.h>
 
-#include "dist/rank_environment.h"
+#include "parallel/rank_environment.h"
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 
 struct CommunicatorOptions {
   // A collective, barrier or rendezvous that waits longer than this fails. It bounds how long the others
@@ -97,7 +97,7 @@ class Communicator {
   std::unique_ptr<Backends> backends_;
 };
 
-// The rank environment of this process (dist/rank_environment.h), connected.
+// The rank environment of this process (parallel/rank_environment.h), connected.
 std::shared_ptr<Communicator> connect_from_environment(const CommunicatorOptions& options = {});
 
-}  // namespace trainbench::dist
+}  // namespace trainbench::parallel

@@ -2,11 +2,16 @@
 // LARS as in the MLPerf ResNet reference (You et al. 2017): per-layer trust ratio
 //   trust = eta * |w| / (|g| + weight_decay * |w| + epsilon)   (1 when either norm is 0)
 //   v <- momentum * v + lr * trust * (g + weight_decay * w);  w <- w - v
-// BatchNorm parameters and biases skip both weight decay and the trust ratio. With layer adaptation off
-// the same update is SGD with momentum, which the closed rules also allow (opt_name "sgd").
+// Parameters that do not decay (ResNet's BatchNorm parameters and biases) skip both weight decay and the trust
+// ratio. With layer adaptation off the same update is SGD with momentum, which the closed rules also allow
+// (opt_name "sgd").
+#include <vector>
+
 #include <torch/torch.h>
 
-namespace trainbench::resnet {
+#include "optim/parameters.h"
+
+namespace trainbench::optim {
 
 struct LarsOptions {
   TORCH_ARG(double, momentum) = 0.9;
@@ -18,7 +23,7 @@ struct LarsOptions {
 
 class Lars {
  public:
-  Lars(std::vector<torch::Tensor> parameters, const LarsOptions& options);
+  Lars(const std::vector<Parameter>& parameters, const LarsOptions& options);
 
   void step(double learning_rate);
 
@@ -34,4 +39,4 @@ class Lars {
   std::vector<Slot> slots_;
 };
 
-}  // namespace trainbench::resnet
+}  // namespace trainbench::optim

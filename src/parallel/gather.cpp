@@ -1,4 +1,4 @@
-#include "dist/gather.h"
+#include "parallel/gather.h"
 
 #include <optional>
 #include <string>
@@ -7,7 +7,7 @@
 
 #include "util/error.h"
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 
 namespace {
 
@@ -101,4 +101,4 @@ std::vector<std::vector<uint8_t>> gather_bytes(Communicator& communicator, const
   return gather_byte_buffers(communicator, bytes, root);
 }
 
-}  // namespace trainbench::dist
+}  // namespace trainbench::parallel

@@ -1,5 +1,5 @@
 // The launcher with a shell as the rank program: environment, exit codes, and stopping the others.
-#include "dist/launcher.h"
+#include "parallel/launcher.h"
 
 #include <chrono>
 #include <filesystem>
@@ -11,7 +11,7 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 namespace {
 
 namespace fs = std::filesystem;
@@ -76,4 +76,4 @@ TEST(Launcher, BadOptionsNameTheFlag) {
 }
 
 }  // namespace
-}  // namespace trainbench::dist
+}  // namespace trainbench::parallel

@@ -47,7 +47,7 @@ std::string last_line(const std::string& text) {
 class DistributedRunTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    data_ = fs::temp_directory_path() / ("trainbench_dist_data_" + std::to_string(::getpid()));
+    data_ = fs::temp_directory_path() / ("trainbench_parallel_data_" + std::to_string(::getpid()));
     fs::remove_all(data_);
     // A small mini dataset: 10 classes x 64 training images, 5 steps of the global batch of 128 per epoch.
     const Result made = run("data make resnet --out " + data_.string() +
@@ -57,7 +57,7 @@ class DistributedRunTest : public ::testing::Test {
   static void TearDownTestSuite() { fs::remove_all(data_); }
 
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("trainbench_dist_" + std::to_string(::getpid()) + "_" +
+    dir_ = fs::temp_directory_path() / ("trainbench_parallel_" + std::to_string(::getpid()) + "_" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);

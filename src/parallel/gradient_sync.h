@@ -6,16 +6,16 @@
 // while backward continues. finish() waits for the buckets and writes the averaged gradients back.
 //
 // Construction broadcasts rank 0's parameters and buffers, so every rank starts from the same model.
-// Tables updated row-wise (embeddings) stay out of it: their touched rows travel with allgather_concat() (dist/gather.h).
+// Tables updated row-wise (embeddings) stay out of it: their touched rows travel with allgather_concat() (parallel/gather.h).
 #include <chrono>
 #include <cstdint>
 #include <vector>
 
 #include <torch/torch.h>
 
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 
-namespace trainbench::dist {
+namespace trainbench::parallel {
 
 struct GradientSyncOptions {
   double bucket_megabytes = 1;
@@ -84,4 +84,4 @@ void broadcast_from_rank0(Communicator& communicator, const std::vector<torch::T
 // running statistics SSD's reference averages before each evaluation.
 void average_over_ranks(Communicator& communicator, const std::vector<torch::Tensor>& tensors);
 
-}  // namespace trainbench::dist
+}  // namespace trainbench::parallel
