@@ -22,31 +22,15 @@
 
 #include "parallel/communicator.h"
 #include "parallel/gradient_sync.h"
+#include "parallel/shard_plan.h"
 #include "workloads/checkpoint.h"
 #include "workloads/training_loop.h"
 
 namespace trainbench::dlrm {
 
-// Rows [first_row, first_row + rows) of table `table`, held by `rank`.
-struct TableShard {
-  int64_t table = 0;
-  int64_t first_row = 0;
-  int64_t rows = 0;
-  int rank = 0;
-};
-
-// Where the tables' rows live over `world` ranks. A table with more rows than an even share of all rows
-// (their sum / world) cannot sit whole on one rank without unbalancing it, so it is cut into `world` row
-// ranges, one per rank; the other tables stay whole and go, largest first, to the rank holding the fewest
-// rows so far (ties: the lowest rank).
-struct ShardPlan {
-  int world = 1;
-  std::vector<TableShard> shards;  // by rank, then in the order the rank holds them
-  std::vector<TableShard> on_rank(int rank) const;
-  int64_t rows_on_rank(int rank) const;
-  int64_t max_shards_per_rank() const;
-};
-ShardPlan plan_table_shards(const std::vector<int64_t>& table_sizes, int world);
+using parallel::plan_table_shards;
+using parallel::ShardPlan;
+using parallel::TableShard;
 
 struct DlrmOptions {
   explicit DlrmOptions(std::vector<int64_t> table_sizes) : table_sizes_(std::move(table_sizes)) {}
