@@ -6,9 +6,13 @@
 // chosen); the full mini convergence is a benchmark command, not a test. The files live until the object dies.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
 
@@ -19,6 +23,40 @@
 #include "workloads/registry.h"
 
 namespace trainbench::testing {
+
+// The evaluations a result log wrote, in order: [[epoch_num, value], ...] as the log spells them (the writer's
+// doubles round-trip, so equal text is equal bits).
+inline nlohmann::json logged_evaluations(const std::string& log_path, const std::string& metric_key) {
+  nlohmann::json evaluations = nlohmann::json::array();
+  std::ifstream in(log_path);
+  const std::string prefix = ":::MLLOG ";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    const auto event = nlohmann::json::parse(line.substr(prefix.size()));
+    if (event.value("key", "") == metric_key) evaluations.push_back({event["metadata"]["epoch_num"], event["value"]});
+  }
+  return evaluations;
+}
+
+// This CPU's model name and an FNV-1a digest of its flags: floating-point sums round the same way only on the
+// same kernels, so recorded evaluations are held bit for bit where they were recorded.
+inline std::string cpu_signature() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string model, flags;
+  for (std::string line; std::getline(in, line) && (model.empty() || flags.empty());) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string name = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (name == "model name" && model.empty()) model = value;
+    if (name == "flags" && flags.empty()) flags = value;
+  }
+  uint64_t digest = 1469598103934665603ull;
+  for (const unsigned char c : flags) digest = (digest ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest));
+  return model + " / flags " + hex;
+}
 
 class QualityGateRun {
  public:
@@ -64,6 +102,7 @@ class QualityGateRun {
     EXPECT_EQ(review.time_split.size(), 5u);
     EXPECT_NEAR(split_seconds, review.minutes.value_or(0) * 60, 1e-6);
     EXPECT_GT(outcome_.time_split.training_compute, 0);
+    hold_to_recorded_evaluations(benchmark + "/" + preset + "/" + std::to_string(seed), options.result_path);
   }
   ~QualityGateRun() { std::filesystem::remove_all(dir_); }
   QualityGateRun(const QualityGateRun&) = delete;
@@ -74,6 +113,32 @@ class QualityGateRun {
   std::filesystem::path data_dir() const { return dir_ / "data"; }
 
  private:
+  // Refactoring must not change what a benchmark computes: the tiny runs' evaluations are held to those recorded
+  // (tests/workloads/tiny_evaluations.json) before the change, bit for bit on the CPU they were recorded on.
+  // TRAINBENCH_RECORD_TINY_EVALUATIONS=FILE records them into FILE instead (docs/testing.md).
+  void hold_to_recorded_evaluations(const std::string& run_key, const std::string& log_path) const {
+    const nlohmann::json evaluations = logged_evaluations(log_path, outcome_.target.metric);
+    if (const char* record_path = std::getenv("TRAINBENCH_RECORD_TINY_EVALUATIONS")) {
+      nlohmann::json recorded = nlohmann::json::object();
+      if (std::ifstream existing(record_path); existing) existing >> recorded;
+      recorded["cpu"] = cpu_signature();
+      recorded["runs"][run_key] = evaluations;
+      std::ofstream(record_path) << recorded.dump(2) << "\n";
+      return;
+    }
+    std::ifstream in(TRAINBENCH_TINY_EVALUATIONS);
+    ASSERT_TRUE(in) << TRAINBENCH_TINY_EVALUATIONS << " is missing";
+    const nlohmann::json recorded = nlohmann::json::parse(in);
+    ASSERT_TRUE(recorded["runs"].contains(run_key)) << TRAINBENCH_TINY_EVALUATIONS << " has no run " << run_key;
+    if (recorded["cpu"] != cpu_signature()) {
+      std::printf("  evaluations not compared: recorded on %s, this is %s\n", recorded["cpu"].dump().c_str(),
+                  cpu_signature().c_str());
+      return;
+    }
+    EXPECT_EQ(evaluations, recorded["runs"][run_key])
+        << run_key << ": the evaluations differ from those recorded in " << TRAINBENCH_TINY_EVALUATIONS;
+  }
+
   std::filesystem::path dir_;
   RunOutcome outcome_;
   double seconds_ = 0;
