@@ -391,7 +391,7 @@ void add_bench_command(CLI::App& app) {
     std::ostream tee(&tee_buffer);
     std::ostream& out = !lead ? other_ranks_output : json_path->empty() ? std::cout : tee;
     out << entry.name << " " << flags->preset << ":\n";
-    entry.bench(settings, *bench, out);
+    bench_benchmark(entry, settings, *bench, out);
     if (!lead || json_path->empty()) return;
     const auto measurement = predict::parse_bench_output(copy.str(), entry.name, flags->preset);
     if (!measurement) fail("--json", "bench printed no training line to read the step time from");
@@ -490,7 +490,7 @@ void add_checkpoint_command(CLI::App& app) {
     settings.config = preset_config(entry, *preset, *overrides);
     settings.seed = *seed;
     settings.weights = *weights;
-    entry.export_weights(settings, *out);
+    export_model(entry, settings, *out);
     std::cout << "wrote the " << entry.name << " " << *preset << " model (" << (weights->empty() ? "seed " + std::to_string(*seed) : *weights)
               << ") to " << *out << "\n";
   });

@@ -17,11 +17,13 @@
 
 #include "parallel/communicator.h"
 #include "parallel/device.h"
+#include "parallel/context.h"
 #include "parallel/gradient_sync.h"
 #include "harness/cpu_contention.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/process_memory.h"
+#include "workloads/trainer.h"
 
 namespace trainbench {
 
@@ -89,6 +91,14 @@ WorkloadBase::WorkloadBase(WorkloadSettings settings)
       step_settings_(StepSettings::from_config(config_, device_)) {
   local_batch_size(config_, "batch_size", communicator_->world());
 }
+
+parallel::ParallelContext parallel_context(const WorkloadSettings& settings) {
+  return {communicator_or_single(settings), resolve_device(settings.device)};
+}
+
+parallel::ParallelContext WorkloadBase::parallel_context() const { return {communicator_, device_}; }
+
+void WorkloadBase::save_weights(const std::string& path) const { trainer().save_model(path); }
 
 WorkloadDescription WorkloadBase::base_description(const std::string& sample_unit) const {
   WorkloadDescription description;
@@ -169,6 +179,8 @@ BenchRun::BenchRun(const WorkloadSettings& settings, const BenchSettings& bench_
     memory_baseline_ = current_memory(device);
   }
 }
+
+parallel::ParallelContext BenchRun::parallel_context() const { return {communicator, device}; }
 
 double BenchRun::training_step_seconds(const std::function<void()>& step) {
   if (!bench.memory) return median_step_seconds(step);
@@ -329,6 +341,52 @@ void print_operator_table(std::ostream& out, const std::vector<OperatorTime>& op
   }
   out << "  Self CPU time total: " << format_duration_us(self_total) << " ("
       << format_duration_us(steps > 0 ? self_total / static_cast<double>(steps) : 0) << " per step)\n";
+}
+
+namespace {
+
+// bench over several ranks: the gradient all-reduce of the timed steps, averaged over the ranks (the slowest
+// rank sets the pace).
+void print_gradient_exchange(std::ostream& out, const BenchRun& run, const parallel::GradientSync& gradients,
+                             double step_seconds) {
+  std::vector<double> figures{gradients.stats().exposed_wait_seconds, gradients.stats().last_bucket_wait_seconds};
+  run.communicator->sum(figures);
+  for (double& figure : figures) figure /= run.communicator->world();
+  const double steps = static_cast<double>(std::max<int64_t>(1, gradients.stats().steps));
+  const double exposed = figures[0] / steps, last_bucket = figures[1] / steps;
+  char line[384];
+  std::snprintf(line, sizeof line,
+                "all-reduce    %d bucket(s), %.2f MB/step over %s; waiting after backward %.2f ms/step (%.1f%% of the step),"
+                " of which %.2f ms on the last bucket, which cannot overlap; overlappable wait %.1f%% of the step\n",
+                gradients.stats().buckets, gradients.stats().bytes_per_step / 1e6,
+                run.communicator->backend(run.device).c_str(), exposed * 1e3, 100 * exposed / step_seconds,
+                last_bucket * 1e3, 100 * (exposed - last_bucket) / step_seconds);
+  out << line;
+}
+
+}  // namespace
+
+void bench_benchmark(const WorkloadEntry& entry, const WorkloadSettings& settings, const BenchSettings& bench,
+                     std::ostream& out) {
+  BenchRun run(settings, bench);
+  const std::unique_ptr<Trainer> trainer = entry.make_trainer(settings, run.parallel_context(), TrainerPurpose::kBench);
+  if (!run.memory_only()) trainer->bench_before_training(run, out);
+  const SyntheticStep step = trainer->synthetic_step(run);
+  parallel::GradientSync* gradients = trainer->gradient_exchange();
+  int64_t calls = 0;
+  const double step_seconds = run.training_step_seconds([&] {
+    if (gradients && calls++ == bench.warmup_steps) gradients->reset_stats();  // the timed steps' communication only
+    step.run();
+  });
+  run.print_training(out, step_seconds, step.sample_unit, step.flops_per_sample, step.details);
+  if (run.memory_only()) return;
+  if (gradients && run.communicator->world() > 1) print_gradient_exchange(out, run, *gradients, step_seconds);
+  trainer->bench_after_training(run, out, step_seconds);
+}
+
+void export_model(const WorkloadEntry& entry, const WorkloadSettings& settings, const std::string& out_path) {
+  const parallel::ParallelContext alone{communicator_or_single(settings), torch::kCPU};
+  entry.make_trainer(settings, alone, TrainerPurpose::kExport)->save_model(out_path);
 }
 
 }  // namespace trainbench

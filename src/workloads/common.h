@@ -18,7 +18,9 @@ namespace trainbench {
 
 namespace parallel {
 class GradientSync;
-}
+struct ParallelContext;
+}  // namespace parallel
+class Trainer;
 
 // settings.communicator, or a communicator for this process alone.
 std::shared_ptr<parallel::Communicator> communicator_or_single(const WorkloadSettings& settings);
@@ -59,6 +61,11 @@ class WorkloadBase : public Workload {
   // count / total with both summed over the ranks (each evaluated its own shard); an Error naming `where`
   // when no rank counted anything.
   double fraction_over_ranks(double count, double total, const std::string& where, const std::string& what_is_empty) const;
+  // This rank's device and ranks, as the benchmark's trainer is built from them.
+  parallel::ParallelContext parallel_context() const;
+  // The trainer build() made; --save-model writes its model (Trainer::save_model).
+  virtual const Trainer& trainer() const = 0;
+  void save_weights(const std::string& path) const override;
 
   WorkloadSettings settings_;
   const Config& config_;
@@ -114,6 +121,9 @@ class BenchRun {
   // steps: 0.1037 s/step, 12.3 GFLOP/s[, share of the measured peak])"
   void print_training(std::ostream& out, double step_seconds, const std::string& sample_unit, double flops_per_sample,
                       const std::string& details) const;
+
+  // The device and ranks the measurement's trainer is built on.
+  parallel::ParallelContext parallel_context() const;
 
   const WorkloadSettings& settings;
   const BenchSettings& bench;

@@ -1,7 +1,7 @@
 #pragma once
-// The list of benchmarks the CLI knows. Adding a benchmark is one folder under workloads/ (its sources and
-// presets.json, picked up by CMake), a `registry_entry()` in that folder, and one name in registry.cpp.
-// Nothing here includes LibTorch, so the CLI compiles quickly.
+// The list of benchmarks the CLI knows. Adding a benchmark is one folder under workloads/ (its sources,
+// presets.json and settings.json, picked up by CMake), a `registry_entry()` in that folder, and one name in
+// registry.cpp. Nothing here includes LibTorch, so the CLI compiles quickly.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,7 +17,14 @@ namespace trainbench {
 
 namespace parallel {
 class Communicator;
-}
+struct ParallelContext;
+}  // namespace parallel
+class Trainer;
+
+// What a benchmark's trainer is built for (workloads/trainer.h). The weights it starts from differ: a run also
+// reads the preset's own starting files (BERT's init_checkpoint, the detectors' backbones); an export writes
+// the seeded initialization or --weights; a bench times the seeded model.
+enum class TrainerPurpose { kRun, kBench, kExport };
 
 // Everything a workload is built from: its effective config plus the run's environment.
 struct WorkloadSettings {
@@ -55,22 +62,19 @@ struct WorkloadEntry {
   // dataset (MiniGo learns from its own self-play), in which case --data is refused.
   std::string dataset;
   std::function<std::unique_ptr<Workload>(const WorkloadSettings&)> create;
-  // Prints training and data-pipeline throughput; a benchmark, not a run: no log, no target.
-  std::function<void(const WorkloadSettings&, const BenchSettings&, std::ostream&)> bench;
+  // The benchmark's one factory of its model, optimizer, gradient exchange and step (workloads/trainer.h):
+  // the workload's build(), bench_benchmark() and export_model() all build through it.
+  std::function<std::unique_ptr<Trainer>(const WorkloadSettings&, const parallel::ParallelContext&, TrainerPurpose)>
+      make_trainer;
   // Writes the preset's generated dataset into a directory; empty for benchmarks without a dataset.
   std::function<void(const Config&, const std::string& out_dir, int64_t seed)> make_dataset;
   // Converts the real dataset in in_dir once into the form the workload trains from (in out_dir); empty
   // for workloads that read their dataset as published.
   std::function<void(const Config&, const std::string& in_dir, const std::string& out_dir)> prepare_dataset;
-  // `checkpoint export`: writes the model a run of these settings starts from (the seeded initialization, or
-  // --weights) as a PyTorch state dict under the official implementation's names (workloads/checkpoint.h), or
-  // as MiniGo's `.minigo` file (minigo/model_file.h). Every benchmark has one; --weights and --save-model use
-  // the same format.
-  std::function<void(const WorkloadSettings&, const std::string& out_path)> export_weights;
   // bench --shard-plan N: how the model's parameters lie over N ranks, and each rank's bytes. Empty for the
   // benchmarks that replicate their whole model on every rank.
   std::function<void(const Config&, int ranks, std::ostream&)> print_shard_plan = nullptr;
-  // The file name ending of the models export_weights and --save-model write: a state dict, or for MiniGo, whose
+  // The file name ending of the models export_model and --save-model write: a state dict, or for MiniGo, whose
   // reference is TensorFlow, minigo's own `.minigo` container.
   std::string model_file_suffix = ".pt";
 
@@ -82,6 +86,15 @@ template <typename WorkloadType>
 std::unique_ptr<Workload> construct_workload(const WorkloadSettings& settings) {
   return std::make_unique<WorkloadType>(settings);
 }
+
+// `trainbench bench <benchmark>`: the training step's throughput on a synthetic batch, and what else the
+// benchmark measures (data pipeline, inference, ...); a benchmark, not a run: no log, no target.
+void bench_benchmark(const WorkloadEntry& entry, const WorkloadSettings& settings, const BenchSettings& bench,
+                     std::ostream& out);
+// `checkpoint export`: writes the model a run of these settings starts from (the seeded initialization, or
+// --weights) as a PyTorch state dict under the official implementation's names (workloads/checkpoint.h), or
+// as MiniGo's `.minigo` file (minigo/model_file.h); --weights and --save-model use the same format.
+void export_model(const WorkloadEntry& entry, const WorkloadSettings& settings, const std::string& out_path);
 
 const std::vector<WorkloadEntry>& workload_registry();
 // Throws Error naming the known benchmarks when `name` is not one of them.

@@ -44,7 +44,7 @@ class CheckpointTest : public ::testing::Test {
     settings.config = preset_config(entry, preset, overrides);
     settings.seed = 3;
     const std::string file = path(benchmark + ".pt");
-    entry.export_weights(settings, file);
+    export_model(entry, settings, file);
     return file;
   }
 

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "support/accumulation.h"
+#include "support/typed_settings.h"
 #include "workloads/resnet/model.h"
+#include "workloads/resnet/settings.h"
 
 namespace trainbench::resnet {
 namespace {
@@ -42,6 +44,10 @@ TEST(ResNetModel, AccumulatedMicroBatchesGiveTheFullBatchsGradientWithBatchNormS
   const auto images = torch::randn({8, 3, 32, 32}, torch::kFloat64);
   const auto labels = torch::randint(5, {8}, torch::kInt64);
   testing::expect_accumulation_matches_full_batch(*model, [&] { return training_step(model, lars, images, labels, 0.1, 0.1); });
+}
+
+TEST(ResNetSettings, TheStructReadsEverySettingThatHasARule) {
+  testing::expect_settings_struct_matches_rules<Settings>("resnet");
 }
 
 }  // namespace
