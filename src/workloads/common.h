@@ -50,6 +50,10 @@ int loader_threads(const Config& config, const std::string& key);
 void seed_torch(const WorkloadSettings& settings);
 
 class WorkloadBase : public Workload {
+ public:
+  // --save-model: the trainer's model (Trainer::save_model).
+  void save_weights(const std::string& path) const override;
+
  protected:
   explicit WorkloadBase(WorkloadSettings settings);
 
@@ -63,9 +67,8 @@ class WorkloadBase : public Workload {
   double fraction_over_ranks(double count, double total, const std::string& where, const std::string& what_is_empty) const;
   // This rank's device and ranks, as the benchmark's trainer is built from them.
   parallel::ParallelContext parallel_context() const;
-  // The trainer build() made; --save-model writes its model (Trainer::save_model).
+  // The trainer build() made.
   virtual const Trainer& trainer() const = 0;
-  void save_weights(const std::string& path) const override;
 
   WorkloadSettings settings_;
   const Config& config_;
