@@ -16,6 +16,7 @@
 #include "harness/progress.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/mllog_keys.h"
 #include "util/provenance.h"
 
 namespace trainbench {
@@ -85,7 +86,7 @@ std::pair<nlohmann::json, nlohmann::ordered_json> time_split_json(const TimeSpli
     seconds[name] = value;
     shares[name] = std::round(split.share(value) * 1e4) / 1e4;
   }
-  return {seconds, {{"unit", "seconds"}, {"shares", shares}}};
+  return {seconds, {{mllog_keys::kUnit, "seconds"}, {mllog_keys::kShares, shares}}};
 }
 
 // Where a run is in its schedule while a block trains, in the schedule's unit: epochs trained (fractional),
@@ -192,10 +193,10 @@ class ResultLog {
 // ranks, and the values the workload reports per block.
 void train_block(Workload& workload, const Block& block, MlLogger& log, RankGroup& ranks, HarnessControl& control,
                  TimedParts& parts, int64_t& skipped_files) {
-  const nlohmann::ordered_json at_epoch{{"epoch_num", epoch_json(block.last_epoch_num())}};
-  const nlohmann::ordered_json block_metadata{{"first_epoch_num", epoch_json(block.first_epoch_num)},
-                                              {"epoch_count", epoch_json(block.epoch_count)}};
-  const int64_t block_start_ms = log.start("block_start", nullptr, block_metadata);
+  const nlohmann::ordered_json at_epoch{{mllog_keys::kEpochNum, epoch_json(block.last_epoch_num())}};
+  const nlohmann::ordered_json block_metadata{{mllog_keys::kFirstEpochNum, epoch_json(block.first_epoch_num)},
+                                              {mllog_keys::kEpochCount, epoch_json(block.epoch_count)}};
+  const int64_t block_start_ms = log.start(mllog_keys::kBlockStart, nullptr, block_metadata);
   control.begin_block(block);
   const auto train_start = SteadyClock::now();
   const BlockReport local = [&] {
@@ -209,8 +210,8 @@ void train_block(Workload& workload, const Block& block, MlLogger& log, RankGrou
   parts.rank_wait += seconds_since(sum_start);
   const double block_seconds = (log.now_ms() - block_start_ms) / 1000.0;
   skipped_files += static_cast<int64_t>(totals[2]);
-  if (block_seconds > 0) log.event("throughput", totals[0] / block_seconds, at_epoch);
-  log.event("trainbench_train_loss", totals[1] / ranks.world(), at_epoch);
+  if (block_seconds > 0) log.event(mllog_keys::kThroughput, totals[0] / block_seconds, at_epoch);
+  log.event(mllog_keys::kTrainbenchTrainLoss, totals[1] / ranks.world(), at_epoch);
   for (const auto& value : local.logged) log.event(value.key, value.value, at_epoch);
 }
 
@@ -218,10 +219,10 @@ void train_block(Workload& workload, const Block& block, MlLogger& log, RankGrou
 Metric evaluate_block(Workload& workload, const Block& block, MlLogger& log, RunControl& control,
                       const QualityTarget& target, ProgressLine* progress, TimedParts& parts) {
   const auto start = SteadyClock::now();
-  const nlohmann::ordered_json at_epoch{{"epoch_num", epoch_json(block.last_epoch_num())}};
-  log.start("eval_start", nullptr, at_epoch);
+  const nlohmann::ordered_json at_epoch{{mllog_keys::kEpochNum, epoch_json(block.last_epoch_num())}};
+  log.start(mllog_keys::kEvalStart, nullptr, at_epoch);
   const Metric metric = workload.evaluate(block, control);
-  log.end("eval_stop", nullptr, at_epoch);
+  log.end(mllog_keys::kEvalStop, nullptr, at_epoch);
   log.event(target.metric, metric.to_json(), at_epoch);
   if (progress) progress->on_eval(block.last_epoch_num(), metric.text());
   parts.evaluation += seconds_since(start);
@@ -231,8 +232,11 @@ Metric evaluate_block(Workload& workload, const Block& block, MlLogger& log, Run
 }  // namespace
 
 std::vector<std::pair<std::string, double>> TimeSplit::parts() const {
-  return {{"training_compute", training_compute}, {"input_wait", input_wait}, {"evaluation", evaluation},
-          {"rank_wait", rank_wait}, {"other", other}};
+  return {{mllog_keys::kTrainingCompute, training_compute},
+          {mllog_keys::kInputWait, input_wait},
+          {mllog_keys::kEvaluation, evaluation},
+          {mllog_keys::kRankWait, rank_wait},
+          {mllog_keys::kOther, other}};
 }
 
 std::string TimeSplit::text() const {
@@ -267,34 +271,35 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
   bool clock_running = false;
   // A run whose quality is judged after training stops its clock when the passing model was saved.
   const auto stop_clock = [&](const char* status, const std::string& error, std::optional<int64_t> dated_ms = {}) {
-    nlohmann::ordered_json metadata{{"status", status}};
-    if (!error.empty()) metadata["error"] = error;
-    if (!clock_running) log.start("run_start");  // an abort during init still yields a well-formed log
-    const int64_t stop_ms =
-        dated_ms ? log.end_at(*dated_ms, "run_stop", nullptr, metadata) : log.end("run_stop", nullptr, metadata);
+    nlohmann::ordered_json metadata{{mllog_keys::kStatus, status}};
+    if (!error.empty()) metadata[mllog_keys::kError] = error;
+    if (!clock_running) log.start(mllog_keys::kRunStart);  // an abort during init still yields a well-formed log
+    const int64_t stop_ms = dated_ms ? log.end_at(*dated_ms, mllog_keys::kRunStop, nullptr, metadata)
+                                     : log.end(mllog_keys::kRunStop, nullptr, metadata);
     outcome.minutes = clock_running ? (stop_ms - run_start_ms) / 60000.0 : 0;
     if (result) outcome.result_path = result->commit();
   };
 
   // Submission fields, then untimed init.
-  log.event("submission_benchmark", description.benchmark);
-  log.event("submission_org", options.submission.org);
-  log.event("submission_division", options.submission.division);
-  log.event("submission_status", options.submission.status);
-  log.event("submission_platform", options.submission.platform);
-  log.event("cache_clear", drop_page_cache());
-  log.start("init_start");
-  log.event("trainbench_version", std::string(provenance::kVersion) + " (" + provenance::kGitRevision + ")");
-  log.event("trainbench_libtorch", std::string(provenance::kTorchVersion) + " (" + provenance::kTorchBuild + ")");
-  log.event("trainbench_preset", description.preset);
-  log.event("trainbench_target", description.target.threshold.to_json(),
+  log.event(mllog_keys::kSubmissionBenchmark, description.benchmark);
+  log.event(mllog_keys::kSubmissionOrg, options.submission.org);
+  log.event(mllog_keys::kSubmissionDivision, options.submission.division);
+  log.event(mllog_keys::kSubmissionStatus, options.submission.status);
+  log.event(mllog_keys::kSubmissionPlatform, options.submission.platform);
+  log.event(mllog_keys::kCacheClear, drop_page_cache());
+  log.start(mllog_keys::kInitStart);
+  log.event(mllog_keys::kTrainbenchVersion, std::string(provenance::kVersion) + " (" + provenance::kGitRevision + ")");
+  log.event(mllog_keys::kTrainbenchLibtorch,
+            std::string(provenance::kTorchVersion) + " (" + provenance::kTorchBuild + ")");
+  log.event(mllog_keys::kTrainbenchPreset, description.preset);
+  log.event(mllog_keys::kTrainbenchTarget, description.target.threshold.to_json(),
             {{"metric", description.target.metric}, {"higher_is_better", description.target.higher_is_better}});
-  log.event("trainbench_overrides", description.overrides);
-  log.event("trainbench_config", description.effective_config);
-  log.event("trainbench_threads", description.threads);
-  log.event("trainbench_device", description.device);
-  log.event("trainbench_ranks", ranks.world());
-  log.event("seed", options.seed);
+  log.event(mllog_keys::kTrainbenchOverrides, description.overrides);
+  log.event(mllog_keys::kTrainbenchConfig, description.effective_config);
+  log.event(mllog_keys::kTrainbenchThreads, description.threads);
+  log.event(mllog_keys::kTrainbenchDevice, description.device);
+  log.event(mllog_keys::kTrainbenchRanks, ranks.world());
+  log.event(mllog_keys::kSeed, options.seed);
   for (const auto& hyperparameter : description.hyperparameters)
     log.event(hyperparameter.key, hyperparameter.value);
 
@@ -305,12 +310,12 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     const std::vector<std::string> initialized = workload.build();
     checking_input = false;
     for (const std::string& tensor : initialized)
-      log.event("weights_initialization", nullptr, {{"tensor", tensor}});
-    log.end("init_stop");
+      log.event(mllog_keys::kWeightsInitialization, nullptr, {{mllog_keys::kTensor, tensor}});
+    log.end(mllog_keys::kInitStop);
     if (const int signal_number = pending_interrupt()) throw RunInterrupted{signal_number};
 
     ranks.barrier();  // the clock starts when every rank is ready
-    run_start_ms = log.start("run_start");
+    run_start_ms = log.start(mllog_keys::kRunStart);
     const CpuSample cpu_at_start = sample_cpu_usage();
     CpuSample cpu_at_stop;
     clock_running = true;
@@ -320,8 +325,8 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     checking_input = true;
     const DataSummary data = workload.open_data();
     if (description.uses_dataset) {
-      log.event("train_samples", data.train_samples);
-      log.event("eval_samples", data.eval_samples);
+      log.event(mllog_keys::kTrainSamples, data.train_samples);
+      log.event(mllog_keys::kEvalSamples, data.eval_samples);
     }
     for (const auto& hyperparameter : data.derived_hyperparameters)
       log.event(hyperparameter.key, hyperparameter.value);
@@ -345,7 +350,7 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
         train_block(workload, block, log, ranks, control, parts, skipped_files);
         const Metric metric =
             evaluate_block(workload, block, log, control, description.target, progress ? &*progress : nullptr, parts);
-        log.end("block_stop", nullptr, {{"first_epoch_num", epoch_json(block.first_epoch_num)}});
+        log.end(mllog_keys::kBlockStop, nullptr, {{mllog_keys::kFirstEpochNum, epoch_json(block.first_epoch_num)}});
         if (judge(block, metric)) break;
       }
     } else {
@@ -359,8 +364,9 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
       std::vector<Saved> saved;
       for (const Block& block : schedule.blocks()) {
         train_block(workload, block, log, ranks, control, parts, skipped_files);
-        saved.push_back({block, log.end("block_stop", nullptr, {{"first_epoch_num", epoch_json(block.first_epoch_num)}}), parts,
-                         sample_cpu_usage()});
+        const int64_t saved_ms =
+            log.end(mllog_keys::kBlockStop, nullptr, {{mllog_keys::kFirstEpochNum, epoch_json(block.first_epoch_num)}});
+        saved.push_back({block, saved_ms, parts, sample_cpu_usage()});
       }
       for (const Saved& model : saved) {
         if (judge(model.block,
@@ -372,7 +378,7 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
         }
       }
     }
-    if (skipped_files > 0) log.event("trainbench_skipped_files", skipped_files);
+    if (skipped_files > 0) log.event(mllog_keys::kTrainbenchSkippedFiles, skipped_files);
     std::vector<double> total_samples{static_cast<double>(control.total_samples())};
     const auto wait_start = SteadyClock::now();
     ranks.sum(total_samples);
@@ -386,27 +392,27 @@ RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger
     if (timed_seconds > 0) outcome.samples_per_second = total_samples[0] / timed_seconds;
     outcome.time_split = split_time(parts, stop_ms - run_start_ms);
     const auto [split_seconds, split_metadata] = time_split_json(outcome.time_split);
-    log.event("trainbench_time_split", split_seconds, split_metadata);
+    log.event(mllog_keys::kTrainbenchTimeSplit, split_seconds, split_metadata);
     outcome.cpu_contention = run_contention(cpu_at_start, cpu_at_stop, ranks);
     log_contention(log, outcome.cpu_contention);
     if (progress) progress->finish();
-    stop_clock(outcome.converged ? "success" : "aborted", "", stop_ms);
+    stop_clock(outcome.converged ? mllog_keys::kSuccess : mllog_keys::kAborted, "", stop_ms);
   } catch (const RunInterrupted& interrupt) {
     if (progress) progress->finish();
     outcome.interrupted_by = interrupt.signal_number;
     outcome.converged = false;
     ranks.report_failure("interrupted by signal " + std::to_string(interrupt.signal_number));
-    stop_clock("aborted", "interrupted by signal " + std::to_string(interrupt.signal_number));
+    stop_clock(mllog_keys::kAborted, "interrupted by signal " + std::to_string(interrupt.signal_number));
   } catch (const Error& error) {
     if (progress) progress->finish();
     ranks.report_failure(error.what());
-    if (!checking_input) stop_clock("aborted", error.what());
+    if (!checking_input) stop_clock(mllog_keys::kAborted, error.what());
     throw;
   } catch (const std::exception& error) {
     if (progress) progress->finish();
     outcome.converged = false;
     ranks.report_failure(error.what());
-    stop_clock("aborted", error.what());
+    stop_clock(mllog_keys::kAborted, error.what());
     throw;
   }
   return outcome;

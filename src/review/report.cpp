@@ -10,6 +10,7 @@
 #include "review/review_output.h"
 #include "review/system_description.h"
 #include "util/atomic_file.h"
+#include "util/mllog_keys.h"
 
 namespace trainbench::review {
 
@@ -214,11 +215,11 @@ std::string render_chart(const std::string& benchmark, const std::vector<Series>
 
 // The time split's parts in the harness's order, each with its colour in the stacked bars; a part a later
 // version logs takes the last colour.
-const std::vector<std::pair<std::string, std::string>> kSplitColors = {{"training_compute", "#1f77b4"},
-                                                                       {"input_wait", "#ff7f0e"},
-                                                                       {"evaluation", "#2ca02c"},
-                                                                       {"rank_wait", "#d62728"},
-                                                                       {"other", "#7f7f7f"}};
+const std::vector<std::pair<std::string, std::string>> kSplitColors = {{mllog_keys::kTrainingCompute, "#1f77b4"},
+                                                                       {mllog_keys::kInputWait, "#ff7f0e"},
+                                                                       {mllog_keys::kEvaluation, "#2ca02c"},
+                                                                       {mllog_keys::kRankWait, "#d62728"},
+                                                                       {mllog_keys::kOther, "#7f7f7f"}};
 
 std::string split_color(const std::string& part) {
   for (const auto& [name, color] : kSplitColors)
@@ -486,7 +487,7 @@ ReportFiles render_report(const std::vector<ReportInput>& inputs, const ReportOp
   struct Chart {
     std::vector<Series> series;
     std::optional<double> target;
-    std::string metric = "eval_accuracy";
+    std::string metric = mllog_keys::kEvalAccuracy;
   };
   for (const auto& benchmark : benchmarks) {
     std::map<std::string, Chart> charts;  // by preset; "" (the rules' own target) sorts first
