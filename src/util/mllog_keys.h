@@ -30,7 +30,7 @@ inline constexpr const char* kGlobalBatchSize = "global_batch_size";
 inline constexpr const char* kTrainSamples = "train_samples";  // also the convergence unit of BERT's RCPs
 inline constexpr const char* kEvalSamples = "eval_samples";
 inline constexpr const char* kWeightsInitialization = "weights_initialization";
-inline constexpr const char* kThroughput = "throughput";
+inline constexpr const char* kThroughput = "throughput";  // trainbench writes it per block: samples per second
 inline constexpr const char* kEvalAccuracy = "eval_accuracy";  // the quality metric unless a benchmark names another
 
 // Metadata fields.
