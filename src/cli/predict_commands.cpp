@@ -13,6 +13,7 @@
 #include "review/ruleset.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/mllog_keys.h"
 
 namespace trainbench::cli {
 
@@ -143,7 +144,7 @@ void add_predict(CLI::App& app) {
       fail("predict", "the calibration is " + calibration.benchmark + ", not " + flags->benchmark);
     const review::BenchmarkRules* rules = ruleset.benchmark(flags->benchmark);
     if (!flags->bench_json.empty() && rules && rules->train_samples_convergence) {
-      calibration.unit = "train_samples";  // BERT's RCPs count samples, so an epoch's size does not matter
+      calibration.unit = mllog_keys::kTrainSamples;  // BERT's RCPs count samples, so an epoch's size does not matter
       calibration.samples_per_unit = 1;
     }
     if (flags->samples_per_epoch > 0) calibration.samples_per_unit = flags->samples_per_epoch;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "util/error.h"
+#include "util/mllog_keys.h"
 
 namespace trainbench {
 
@@ -154,17 +155,18 @@ std::string CpuContention::warning() const {
 void log_contention(MlLogger& log, const CpuContention& contention) {
   if (!contention.measured()) return;
   const auto rounded = [](double value, double scale) { return std::round(value * scale) / scale; };
-  log.event("trainbench_cpu_contention",
-            {{"other_processes", rounded(contention.other_processes_seconds, 1e3)},
-             {"steal", rounded(contention.steal_seconds, 1e3)}},
-            {{"unit", "cpu_seconds"},
-             {"capacity", rounded(contention.capacity_seconds, 1e3)},
-             {"cpus", cpu_list_text(contention.cpus)},
-             {"warning_share", kContentionWarningShare},
-             {"shares",
-              {{"other_processes", rounded(contention.other_processes_share(), 1e4)},
-               {"steal", rounded(contention.steal_share(), 1e4)}}}});
-  if (const std::string warning = contention.warning(); !warning.empty()) log.event("trainbench_warning", warning);
+  log.event(mllog_keys::kTrainbenchCpuContention,
+            {{mllog_keys::kOtherProcesses, rounded(contention.other_processes_seconds, 1e3)},
+             {mllog_keys::kSteal, rounded(contention.steal_seconds, 1e3)}},
+            {{mllog_keys::kUnit, "cpu_seconds"},
+             {mllog_keys::kCapacity, rounded(contention.capacity_seconds, 1e3)},
+             {mllog_keys::kCpus, cpu_list_text(contention.cpus)},
+             {mllog_keys::kWarningShare, kContentionWarningShare},
+             {mllog_keys::kShares,
+              {{mllog_keys::kOtherProcesses, rounded(contention.other_processes_share(), 1e4)},
+               {mllog_keys::kSteal, rounded(contention.steal_share(), 1e4)}}}});
+  if (const std::string warning = contention.warning(); !warning.empty())
+    log.event(mllog_keys::kTrainbenchWarning, warning);
 }
 
 std::string cpu_list_text(const std::vector<int>& cpus) {

@@ -3,17 +3,19 @@
 #include <chrono>
 #include <filesystem>
 
+#include "util/mllog_format.h"
+
 namespace trainbench {
 
 namespace {
 
 const char* event_type_name(EventType type) {
   switch (type) {
-    case EventType::kIntervalStart: return "INTERVAL_START";
-    case EventType::kIntervalEnd: return "INTERVAL_END";
+    case EventType::kIntervalStart: return mllog_format::kIntervalStart;
+    case EventType::kIntervalEnd: return mllog_format::kIntervalEnd;
     case EventType::kPointInTime: break;
   }
-  return "POINT_IN_TIME";
+  return mllog_format::kPointInTime;
 }
 
 }  // namespace
@@ -29,24 +31,24 @@ std::string MlLogger::format_line(int64_t time_ms, EventType type, const std::st
                                   const nlohmann::json& value, const nlohmann::ordered_json& metadata,
                                   const char* file, int line) {
   nlohmann::ordered_json record;
-  record["namespace"] = "";
-  record["time_ms"] = time_ms;
-  record["event_type"] = event_type_name(type);
-  record["key"] = key;
-  record["value"] = value;
+  record[mllog_format::kNamespace] = "";
+  record[mllog_format::kTimeMs] = time_ms;
+  record[mllog_format::kEventType] = event_type_name(type);
+  record[mllog_format::kKey] = key;
+  record[mllog_format::kValue] = value;
   // Only the file name: absolute build paths would leak the build machine's layout into every result.
   nlohmann::ordered_json meta;
-  meta["file"] = std::filesystem::path(file).filename().string();
-  meta["lineno"] = line;
+  meta[mllog_format::kFile] = std::filesystem::path(file).filename().string();
+  meta[mllog_format::kLineno] = line;
   for (const auto& [name, item] : metadata.items()) meta[name] = item;
-  record["metadata"] = std::move(meta);
+  record[mllog_format::kMetadata] = std::move(meta);
   // mllog separates items with ", " and ": "; nlohmann's dump() is compact, so spell it out to match.
   // Text that is not UTF-8 (a path, an error message quoting one) is written with U+FFFD in place of the
   // bad bytes: a log line must never fail to be written.
   const auto dump = [](const nlohmann::ordered_json& item) {
     return item.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   };
-  std::string text = ":::MLLOG {";
+  std::string text = std::string(mllog_format::kToken) + " {";
   bool first = true;
   for (const auto& [name, item] : record.items()) {
     if (!first) text += ", ";

@@ -1,6 +1,7 @@
 #pragma once
 // The :::MLLOG writer. Each line is `:::MLLOG ` plus one JSON object with the keys in mllog's order:
-// namespace, time_ms, event_type, key, value, metadata (which always carries the caller's file and lineno).
+// namespace, time_ms, event_type, key, value, metadata (which always carries the caller's file and lineno);
+// util/mllog_format.h names them for the reader, util/mllog_keys.h the keys.
 // The clock is injectable so tests can check exact lines.
 #include <cstdint>
 #include <functional>

@@ -16,6 +16,7 @@
 #include "harness/progress.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/mllog_keys.h"
 #include "util/provenance.h"
 
 namespace trainbench {
@@ -85,7 +86,7 @@ std::pair<nlohmann::json, nlohmann::ordered_json> time_split_json(const TimeSpli
     seconds[name] = value;
     shares[name] = std::round(split.share(value) * 1e4) / 1e4;
   }
-  return {seconds, {{"unit", "seconds"}, {"shares", shares}}};
+  return {seconds, {{mllog_keys::kUnit, "seconds"}, {mllog_keys::kShares, shares}}};
 }
 
 // Where a run is in its schedule while a block trains, in the schedule's unit: epochs trained (fractional),
@@ -192,10 +193,10 @@ class ResultLog {
 // ranks, and the values the workload reports per block.
 void train_block(Workload& workload, const Block& block, MlLogger& log, RankGroup& ranks, HarnessControl& control,
                  TimedParts& parts, int64_t& skipped_files) {
-  const nlohmann::ordered_json at_epoch{{"epoch_num", epoch_json(block.last_epoch_num())}};
-  const nlohmann::ordered_json block_metadata{{"first_epoch_num", epoch_json(block.first_epoch_num)},
-                                              {"epoch_count", epoch_json(block.epoch_count)}};
-  const int64_t block_start_ms = log.start("block_start", nullptr, block_metadata);
+  const nlohmann::ordered_json at_epoch{{mllog_keys::kEpochNum, epoch_json(block.last_epoch_num())}};
+  const nlohmann::ordered_json block_metadata{{mllog_keys::kFirstEpochNum, epoch_json(block.first_epoch_num)},
+                                              {mllog_keys::kEpochCount, epoch_json(block.epoch_count)}};
+  const int64_t block_start_ms = log.start(mllog_keys::kBlockStart, nullptr, block_metadata);
   control.begin_block(block);
   const auto train_start = SteadyClock::now();
   const BlockReport local = [&] {
@@ -209,8 +210,8 @@ void train_block(Workload& workload, const Block& block, MlLogger& log, RankGrou
   parts.rank_wait += seconds_since(sum_start);
   const double block_seconds = (log.now_ms() - block_start_ms) / 1000.0;
   skipped_files += static_cast<int64_t>(totals[2]);
-  if (block_seconds > 0) log.event("throughput", totals[0] / block_seconds, at_epoch);
-  log.event("trainbench_train_loss", totals[1] / ranks.world(), at_epoch);
+  if (block_seconds > 0) log.event(mllog_keys::kThroughput, totals[0] / block_seconds, at_epoch);
+  log.event(mllog_keys::kTrainbenchTrainLoss, totals[1] / ranks.world(), at_epoch);
   for (const auto& value : local.logged) log.event(value.key, value.value, at_epoch);
 }
 
@@ -218,21 +219,261 @@ void train_block(Workload& workload, const Block& block, MlLogger& log, RankGrou
 Metric evaluate_block(Workload& workload, const Block& block, MlLogger& log, RunControl& control,
                       const QualityTarget& target, ProgressLine* progress, TimedParts& parts) {
   const auto start = SteadyClock::now();
-  const nlohmann::ordered_json at_epoch{{"epoch_num", epoch_json(block.last_epoch_num())}};
-  log.start("eval_start", nullptr, at_epoch);
+  const nlohmann::ordered_json at_epoch{{mllog_keys::kEpochNum, epoch_json(block.last_epoch_num())}};
+  log.start(mllog_keys::kEvalStart, nullptr, at_epoch);
   const Metric metric = workload.evaluate(block, control);
-  log.end("eval_stop", nullptr, at_epoch);
+  log.end(mllog_keys::kEvalStop, nullptr, at_epoch);
   log.event(target.metric, metric.to_json(), at_epoch);
   if (progress) progress->on_eval(block.last_epoch_num(), metric.text());
   parts.evaluation += seconds_since(start);
   return metric;
 }
 
+// A model saved at its block_stop, with the time split and CPU sample up to then: a run judged after training
+// ends its timed region there if this model is the first to pass.
+struct SavedModel {
+  Block block;
+  int64_t saved_ms;
+  TimedParts parts;
+  CpuSample cpu;
+};
+
+// One call of run_benchmark: the state its phases share, from the first log line to the committed log.
+class BenchmarkRun {
+ public:
+  BenchmarkRun(Workload& workload, const RunOptions& options, MlLogger::Clock clock);
+  RunOutcome run();
+
+ private:
+  void log_preamble();
+  void initialize();
+  void time_training();
+  DataSummary open_data();
+  std::optional<SavedModel> evaluate_after_each_block(const EvalSchedule& schedule, HarnessControl& control);
+  std::optional<SavedModel> evaluate_after_training(const EvalSchedule& schedule, HarnessControl& control);
+  void stop_timed_region(const HarnessControl& control, const CpuSample& cpu_at_start,
+                         const std::optional<SavedModel>& passing);
+  void stop_clock(const char* status, const std::string& error, std::optional<int64_t> dated_ms = {});
+  void abort_run(const std::string& error, bool write_log = true);
+  bool judge(const Block& block, const Metric& metric);
+  ProgressLine* progress() { return progress_ ? &*progress_ : nullptr; }
+
+  Workload& workload_;
+  const RunOptions& options_;
+  const WorkloadDescription description_;
+  SingleRank single_rank_;
+  RankGroup& ranks_;
+  const bool logging_rank_;
+  std::optional<ResultLog> result_;
+  MlLogger log_;
+  RunOutcome outcome_;
+  int64_t run_start_ms_ = 0;
+  bool clock_running_ = false;
+  bool checking_input_ = true;  // an Error from build() or open_data() is bad input: no result
+  std::optional<ProgressLine> progress_;
+  TimedParts parts_;
+  int64_t skipped_files_ = 0;
+};
+
+BenchmarkRun::BenchmarkRun(Workload& workload, const RunOptions& options, MlLogger::Clock clock)
+    : workload_(workload),
+      options_(options),
+      description_(workload.describe()),
+      ranks_(options.ranks ? *options.ranks : single_rank_),
+      logging_rank_(ranks_.rank() == 0),
+      log_(
+          [this](const std::string& line) {
+            if (result_) result_->write(line);
+          },
+          std::move(clock)) {
+  if (logging_rank_) result_.emplace(options);
+  outcome_.target = description_.target;
+  outcome_.unit = description_.schedule.unit;
+}
+
+RunOutcome BenchmarkRun::run() {
+  log_preamble();
+  InterruptGuard interrupt_guard;
+  try {
+    initialize();
+    time_training();
+  } catch (const RunInterrupted& interrupt) {
+    outcome_.interrupted_by = interrupt.signal_number;
+    outcome_.converged = false;
+    abort_run("interrupted by signal " + std::to_string(interrupt.signal_number));
+  } catch (const Error& error) {
+    abort_run(error.what(), !checking_input_);  // bad input leaves no log
+    throw;
+  } catch (const std::exception& error) {
+    outcome_.converged = false;
+    abort_run(error.what());
+    throw;
+  }
+  return outcome_;
+}
+
+// Submission fields, then untimed init: what runs, on what, and its hyperparameters.
+void BenchmarkRun::log_preamble() {
+  log_.event(mllog_keys::kSubmissionBenchmark, description_.benchmark);
+  log_.event(mllog_keys::kSubmissionOrg, options_.submission.org);
+  log_.event(mllog_keys::kSubmissionDivision, options_.submission.division);
+  log_.event(mllog_keys::kSubmissionStatus, options_.submission.status);
+  log_.event(mllog_keys::kSubmissionPlatform, options_.submission.platform);
+  log_.event(mllog_keys::kCacheClear, drop_page_cache());
+  log_.start(mllog_keys::kInitStart);
+  log_.event(mllog_keys::kTrainbenchVersion, std::string(provenance::kVersion) + " (" + provenance::kGitRevision + ")");
+  log_.event(mllog_keys::kTrainbenchLibtorch,
+             std::string(provenance::kTorchVersion) + " (" + provenance::kTorchBuild + ")");
+  log_.event(mllog_keys::kTrainbenchPreset, description_.preset);
+  log_.event(mllog_keys::kTrainbenchTarget, description_.target.threshold.to_json(),
+             {{"metric", description_.target.metric}, {"higher_is_better", description_.target.higher_is_better}});
+  log_.event(mllog_keys::kTrainbenchOverrides, description_.overrides);
+  log_.event(mllog_keys::kTrainbenchConfig, description_.effective_config);
+  log_.event(mllog_keys::kTrainbenchThreads, description_.threads);
+  log_.event(mllog_keys::kTrainbenchDevice, description_.device);
+  log_.event(mllog_keys::kTrainbenchRanks, ranks_.world());
+  log_.event(mllog_keys::kSeed, options_.seed);
+  for (const auto& hyperparameter : description_.hyperparameters) log_.event(hyperparameter.key, hyperparameter.value);
+}
+
+// The workload builds its model, untimed; a signal that arrived meanwhile ends the run before run_start.
+void BenchmarkRun::initialize() {
+  const std::vector<std::string> initialized = workload_.build();
+  checking_input_ = false;
+  for (const std::string& tensor : initialized)
+    log_.event(mllog_keys::kWeightsInitialization, nullptr, {{mllog_keys::kTensor, tensor}});
+  log_.end(mllog_keys::kInitStop);
+  if (const int signal_number = pending_interrupt()) throw RunInterrupted{signal_number};
+}
+
+// run_start to run_stop: the data opened, the blocks trained and evaluated as the schedule says.
+void BenchmarkRun::time_training() {
+  ranks_.barrier();  // the clock starts when every rank is ready
+  run_start_ms_ = log_.start(mllog_keys::kRunStart);
+  const CpuSample cpu_at_start = sample_cpu_usage();
+  clock_running_ = true;
+  if (options_.show_progress && logging_rank_)
+    progress_.emplace(description_.benchmark + " " + description_.preset, description_.schedule.unit,
+                      description_.sample_unit, options_.progress_stream);
+  const DataSummary data = open_data();
+  const EvalSchedule schedule = data.schedule.value_or(description_.schedule);
+  outcome_.unit = schedule.unit;  // the summary speaks the unit of the schedule that ran
+  checking_input_ = false;
+  if (result_) result_->open();
+
+  HarnessControl control(progress(), schedule.unit, data.train_samples, parts_);
+  const std::optional<SavedModel> passing = schedule.evaluation == Evaluation::kAfterEachBlock
+                                                ? evaluate_after_each_block(schedule, control)
+                                                : evaluate_after_training(schedule, control);
+  stop_timed_region(control, cpu_at_start, passing);
+}
+
+DataSummary BenchmarkRun::open_data() {
+  checking_input_ = true;
+  const DataSummary data = workload_.open_data();
+  if (description_.uses_dataset) {
+    log_.event(mllog_keys::kTrainSamples, data.train_samples);
+    log_.event(mllog_keys::kEvalSamples, data.eval_samples);
+  }
+  for (const auto& hyperparameter : data.derived_hyperparameters) log_.event(hyperparameter.key, hyperparameter.value);
+  return data;
+}
+
+// Each block is evaluated once trained; the first to reach the target ends the run, which then stops its clock.
+std::optional<SavedModel> BenchmarkRun::evaluate_after_each_block(const EvalSchedule& schedule,
+                                                                  HarnessControl& control) {
+  for (const Block& block : schedule.blocks()) {
+    train_block(workload_, block, log_, ranks_, control, parts_, skipped_files_);
+    const Metric metric = evaluate_block(workload_, block, log_, control, description_.target, progress(), parts_);
+    log_.end(mllog_keys::kBlockStop, nullptr, {{mllog_keys::kFirstEpochNum, epoch_json(block.first_epoch_num)}});
+    if (judge(block, metric)) break;
+  }
+  return std::nullopt;
+}
+
+// Every block is trained and saved first (MiniGo's generations), then the saved models are evaluated in order;
+// the first to pass ends the timed region where it was saved, before any evaluation.
+std::optional<SavedModel> BenchmarkRun::evaluate_after_training(const EvalSchedule& schedule,
+                                                                HarnessControl& control) {
+  std::vector<SavedModel> saved;
+  for (const Block& block : schedule.blocks()) {
+    train_block(workload_, block, log_, ranks_, control, parts_, skipped_files_);
+    const int64_t saved_ms =
+        log_.end(mllog_keys::kBlockStop, nullptr, {{mllog_keys::kFirstEpochNum, epoch_json(block.first_epoch_num)}});
+    saved.push_back({block, saved_ms, parts_, sample_cpu_usage()});
+  }
+  for (const SavedModel& model : saved)
+    if (judge(model.block,
+              evaluate_block(workload_, model.block, log_, control, description_.target, progress(), parts_)))
+      return model;
+  return std::nullopt;
+}
+
+// The totals over ranks, the time split and what others took of the CPUs, then run_stop. With a passing saved
+// model the timed region ends at its save, with the parts and CPU sample taken then.
+void BenchmarkRun::stop_timed_region(const HarnessControl& control, const CpuSample& cpu_at_start,
+                                     const std::optional<SavedModel>& passing) {
+  if (skipped_files_ > 0) log_.event(mllog_keys::kTrainbenchSkippedFiles, skipped_files_);
+  std::vector<double> total_samples{static_cast<double>(control.total_samples())};
+  const auto wait_start = SteadyClock::now();
+  ranks_.sum(total_samples);
+  ranks_.barrier();  // the clock stops when every rank is done
+  CpuSample cpu_at_stop;
+  if (passing) {
+    parts_ = passing->parts;
+    cpu_at_stop = passing->cpu;
+  } else {
+    parts_.rank_wait += seconds_since(wait_start);
+    cpu_at_stop = sample_cpu_usage();
+  }
+  const int64_t now_ms = log_.now_ms();
+  const int64_t stop_ms = passing ? passing->saved_ms : now_ms;
+  const double timed_seconds = (stop_ms - run_start_ms_) / 1000.0;
+  if (timed_seconds > 0) outcome_.samples_per_second = total_samples[0] / timed_seconds;
+  outcome_.time_split = split_time(parts_, stop_ms - run_start_ms_);
+  const auto [split_seconds, split_metadata] = time_split_json(outcome_.time_split);
+  log_.event(mllog_keys::kTrainbenchTimeSplit, split_seconds, split_metadata);
+  outcome_.cpu_contention = run_contention(cpu_at_start, cpu_at_stop, ranks_);
+  log_contention(log_, outcome_.cpu_contention);
+  if (progress_) progress_->finish();
+  stop_clock(outcome_.converged ? mllog_keys::kSuccess : mllog_keys::kAborted, "", stop_ms);
+}
+
+// Ends the log with run_stop, dated now or at `dated_ms`, and commits it.
+void BenchmarkRun::stop_clock(const char* status, const std::string& error, std::optional<int64_t> dated_ms) {
+  nlohmann::ordered_json metadata{{mllog_keys::kStatus, status}};
+  if (!error.empty()) metadata[mllog_keys::kError] = error;
+  if (!clock_running_) log_.start(mllog_keys::kRunStart);  // an abort during init still yields a well-formed log
+  const int64_t stop_ms = dated_ms ? log_.end_at(*dated_ms, mllog_keys::kRunStop, nullptr, metadata)
+                                   : log_.end(mllog_keys::kRunStop, nullptr, metadata);
+  outcome_.minutes = clock_running_ ? (stop_ms - run_start_ms_) / 60000.0 : 0;
+  if (result_) outcome_.result_path = result_->commit();
+}
+
+// A run that ends early closes its progress line, tells the other ranks why, and ends its log "aborted"
+// unless `write_log` is false (bad input: the caller rethrows with no log).
+void BenchmarkRun::abort_run(const std::string& error, bool write_log) {
+  if (progress_) progress_->finish();
+  ranks_.report_failure(error);
+  if (write_log) stop_clock(mllog_keys::kAborted, error);
+}
+
+// Keeps the evaluation in the outcome; true when it reached the target.
+bool BenchmarkRun::judge(const Block& block, const Metric& metric) {
+  outcome_.last_metric = metric;
+  outcome_.convergence_epoch = block.last_epoch_num();
+  outcome_.converged = description_.target.reached(metric);
+  return outcome_.converged;
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, double>> TimeSplit::parts() const {
-  return {{"training_compute", training_compute}, {"input_wait", input_wait}, {"evaluation", evaluation},
-          {"rank_wait", rank_wait}, {"other", other}};
+  return {{mllog_keys::kTrainingCompute, training_compute},
+          {mllog_keys::kInputWait, input_wait},
+          {mllog_keys::kEvaluation, evaluation},
+          {mllog_keys::kRankWait, rank_wait},
+          {mllog_keys::kOther, other}};
 }
 
 std::string TimeSplit::text() const {
@@ -248,168 +489,7 @@ std::string TimeSplit::text() const {
 }
 
 RunOutcome run_benchmark(Workload& workload, const RunOptions& options, MlLogger::Clock clock) {
-  const WorkloadDescription description = workload.describe();
-  SingleRank single_rank;
-  RankGroup& ranks = options.ranks ? *options.ranks : single_rank;
-  const bool logging_rank = ranks.rank() == 0;
-  std::optional<ResultLog> result;
-  if (logging_rank) result.emplace(options);
-  MlLogger log(
-      [&](const std::string& line) {
-        if (result) result->write(line);
-      },
-      clock);
-
-  RunOutcome outcome;
-  outcome.target = description.target;
-  outcome.unit = description.schedule.unit;
-  int64_t run_start_ms = 0;
-  bool clock_running = false;
-  // A run whose quality is judged after training stops its clock when the passing model was saved.
-  const auto stop_clock = [&](const char* status, const std::string& error, std::optional<int64_t> dated_ms = {}) {
-    nlohmann::ordered_json metadata{{"status", status}};
-    if (!error.empty()) metadata["error"] = error;
-    if (!clock_running) log.start("run_start");  // an abort during init still yields a well-formed log
-    const int64_t stop_ms =
-        dated_ms ? log.end_at(*dated_ms, "run_stop", nullptr, metadata) : log.end("run_stop", nullptr, metadata);
-    outcome.minutes = clock_running ? (stop_ms - run_start_ms) / 60000.0 : 0;
-    if (result) outcome.result_path = result->commit();
-  };
-
-  // Submission fields, then untimed init.
-  log.event("submission_benchmark", description.benchmark);
-  log.event("submission_org", options.submission.org);
-  log.event("submission_division", options.submission.division);
-  log.event("submission_status", options.submission.status);
-  log.event("submission_platform", options.submission.platform);
-  log.event("cache_clear", drop_page_cache());
-  log.start("init_start");
-  log.event("trainbench_version", std::string(provenance::kVersion) + " (" + provenance::kGitRevision + ")");
-  log.event("trainbench_libtorch", std::string(provenance::kTorchVersion) + " (" + provenance::kTorchBuild + ")");
-  log.event("trainbench_preset", description.preset);
-  log.event("trainbench_target", description.target.threshold.to_json(),
-            {{"metric", description.target.metric}, {"higher_is_better", description.target.higher_is_better}});
-  log.event("trainbench_overrides", description.overrides);
-  log.event("trainbench_config", description.effective_config);
-  log.event("trainbench_threads", description.threads);
-  log.event("trainbench_device", description.device);
-  log.event("trainbench_ranks", ranks.world());
-  log.event("seed", options.seed);
-  for (const auto& hyperparameter : description.hyperparameters)
-    log.event(hyperparameter.key, hyperparameter.value);
-
-  InterruptGuard interrupt_guard;
-  std::optional<ProgressLine> progress;
-  bool checking_input = true;  // an Error from build() or open_data() is bad input: no result
-  try {
-    const std::vector<std::string> initialized = workload.build();
-    checking_input = false;
-    for (const std::string& tensor : initialized)
-      log.event("weights_initialization", nullptr, {{"tensor", tensor}});
-    log.end("init_stop");
-    if (const int signal_number = pending_interrupt()) throw RunInterrupted{signal_number};
-
-    ranks.barrier();  // the clock starts when every rank is ready
-    run_start_ms = log.start("run_start");
-    const CpuSample cpu_at_start = sample_cpu_usage();
-    CpuSample cpu_at_stop;
-    clock_running = true;
-    if (options.show_progress && logging_rank)
-      progress.emplace(description.benchmark + " " + description.preset, description.schedule.unit,
-                       description.sample_unit, options.progress_stream);
-    checking_input = true;
-    const DataSummary data = workload.open_data();
-    if (description.uses_dataset) {
-      log.event("train_samples", data.train_samples);
-      log.event("eval_samples", data.eval_samples);
-    }
-    for (const auto& hyperparameter : data.derived_hyperparameters)
-      log.event(hyperparameter.key, hyperparameter.value);
-    const EvalSchedule schedule = data.schedule.value_or(description.schedule);
-    outcome.unit = schedule.unit;  // the summary speaks the unit of the schedule that ran
-    checking_input = false;
-    if (result) result->open();
-
-    TimedParts parts;
-    HarnessControl control(progress ? &*progress : nullptr, schedule.unit, data.train_samples, parts);
-    int64_t skipped_files = 0;
-    std::optional<int64_t> passing_model_saved_ms;
-    const auto judge = [&](const Block& block, const Metric& metric) {
-      outcome.last_metric = metric;
-      outcome.convergence_epoch = block.last_epoch_num();
-      outcome.converged = description.target.reached(metric);
-      return outcome.converged;
-    };
-    if (schedule.evaluation == Evaluation::kAfterEachBlock) {
-      for (const Block& block : schedule.blocks()) {
-        train_block(workload, block, log, ranks, control, parts, skipped_files);
-        const Metric metric =
-            evaluate_block(workload, block, log, control, description.target, progress ? &*progress : nullptr, parts);
-        log.end("block_stop", nullptr, {{"first_epoch_num", epoch_json(block.first_epoch_num)}});
-        if (judge(block, metric)) break;
-      }
-    } else {
-      // Each block, when its model was saved (its block_stop), and the time split up to then.
-      struct Saved {
-        Block block;
-        int64_t saved_ms;
-        TimedParts parts;
-        CpuSample cpu;
-      };
-      std::vector<Saved> saved;
-      for (const Block& block : schedule.blocks()) {
-        train_block(workload, block, log, ranks, control, parts, skipped_files);
-        saved.push_back({block, log.end("block_stop", nullptr, {{"first_epoch_num", epoch_json(block.first_epoch_num)}}), parts,
-                         sample_cpu_usage()});
-      }
-      for (const Saved& model : saved) {
-        if (judge(model.block,
-                  evaluate_block(workload, model.block, log, control, description.target, progress ? &*progress : nullptr, parts))) {
-          passing_model_saved_ms = model.saved_ms;
-          parts = model.parts;  // the timed region ends at that save, before any evaluation
-          cpu_at_stop = model.cpu;
-          break;
-        }
-      }
-    }
-    if (skipped_files > 0) log.event("trainbench_skipped_files", skipped_files);
-    std::vector<double> total_samples{static_cast<double>(control.total_samples())};
-    const auto wait_start = SteadyClock::now();
-    ranks.sum(total_samples);
-    ranks.barrier();  // the clock stops when every rank is done
-    if (!passing_model_saved_ms) {
-      parts.rank_wait += seconds_since(wait_start);
-      cpu_at_stop = sample_cpu_usage();
-    }
-    const int64_t stop_ms = passing_model_saved_ms.value_or(log.now_ms());
-    const double timed_seconds = (stop_ms - run_start_ms) / 1000.0;
-    if (timed_seconds > 0) outcome.samples_per_second = total_samples[0] / timed_seconds;
-    outcome.time_split = split_time(parts, stop_ms - run_start_ms);
-    const auto [split_seconds, split_metadata] = time_split_json(outcome.time_split);
-    log.event("trainbench_time_split", split_seconds, split_metadata);
-    outcome.cpu_contention = run_contention(cpu_at_start, cpu_at_stop, ranks);
-    log_contention(log, outcome.cpu_contention);
-    if (progress) progress->finish();
-    stop_clock(outcome.converged ? "success" : "aborted", "", stop_ms);
-  } catch (const RunInterrupted& interrupt) {
-    if (progress) progress->finish();
-    outcome.interrupted_by = interrupt.signal_number;
-    outcome.converged = false;
-    ranks.report_failure("interrupted by signal " + std::to_string(interrupt.signal_number));
-    stop_clock("aborted", "interrupted by signal " + std::to_string(interrupt.signal_number));
-  } catch (const Error& error) {
-    if (progress) progress->finish();
-    ranks.report_failure(error.what());
-    if (!checking_input) stop_clock("aborted", error.what());
-    throw;
-  } catch (const std::exception& error) {
-    if (progress) progress->finish();
-    outcome.converged = false;
-    ranks.report_failure(error.what());
-    stop_clock("aborted", error.what());
-    throw;
-  }
-  return outcome;
+  return BenchmarkRun(workload, options, std::move(clock)).run();
 }
 
 }  // namespace trainbench

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/config.h"
+#include "util/mllog_keys.h"
 
 namespace trainbench {
 
@@ -97,7 +98,7 @@ class Metric {
 // thresholds; `target_direction` is "higher" (the default) or "lower" (RNN-T's word error rate). Every
 // part must reach its own threshold in the same evaluation.
 struct QualityTarget {
-  std::string metric = "eval_accuracy";  // the log key the value is written under
+  std::string metric = mllog_keys::kEvalAccuracy;  // the log key the value is written under
   Metric threshold;
   bool higher_is_better = true;
 

@@ -15,6 +15,7 @@
 #include "review/scoring.h"
 #include "util/error.h"
 #include "util/json_limits.h"
+#include "util/mllog_keys.h"
 
 namespace trainbench::predict {
 
@@ -37,17 +38,19 @@ RunTiming time_run(const review::ParsedLog& log) {
   std::optional<double> run_start, run_stop, first_step;
   double eval_start = std::nan("");  // NaN while no evaluation is open
   for (const auto& event : log.events) {
-    if (event.key == "run_stop") run_stop = event.time_ms;
-    if (event.key == "train_samples") timing.train_samples = review::number_of(event.value);  // some log it at init
+    if (event.key == mllog_keys::kRunStop) run_stop = event.time_ms;
+    if (event.key == mllog_keys::kTrainSamples)  // some log it at init
+      timing.train_samples = review::number_of(event.value);
   }
   for (const auto& event : log.events) {
-    if (event.key == "run_start") run_start = event.time_ms;
+    if (event.key == mllog_keys::kRunStart) run_start = event.time_ms;
     if (!run_start) continue;
     if (run_stop && event.time_ms > *run_stop) continue;  // MiniGo scores its generations after run_stop
-    if ((event.key == "block_start" || event.key == "epoch_start") && !first_step) first_step = event.time_ms;
-    if (event.key == "eval_accuracy") ++timing.accuracies;
-    if (event.key == "eval_start") eval_start = event.time_ms;
-    if (event.key == "eval_stop" && !std::isnan(eval_start)) {
+    if ((event.key == mllog_keys::kBlockStart || event.key == mllog_keys::kEpochStart) && !first_step)
+      first_step = event.time_ms;
+    if (event.key == mllog_keys::kEvalAccuracy) ++timing.accuracies;
+    if (event.key == mllog_keys::kEvalStart) eval_start = event.time_ms;
+    if (event.key == mllog_keys::kEvalStop && !std::isnan(eval_start)) {
       timing.evaluation_seconds += (event.time_ms - eval_start) / 1000.0;
       ++timing.evaluations;
       eval_start = std::nan("");
@@ -186,10 +189,10 @@ Calibration calibrate_from_logs(const std::string& path, const review::Ruleset& 
     run_times.push_back({run.minutes.value_or(0), run.converged()});
     convergence.push_back(run.rcp_convergence());
     if (!run.converged() || !run.convergence) continue;
-    calibration.unit = run.convergence_unit.empty() ? "epoch_num" : run.convergence_unit;
+    calibration.unit = run.convergence_unit.empty() ? mllog_keys::kEpochNum : run.convergence_unit;
     if (run.global_batch_size && timing.train_samples) {
       calibration.global_batch = *run.global_batch_size;
-      calibration.samples_per_unit = calibration.unit == "train_samples" ? 1 : *timing.train_samples;
+      calibration.samples_per_unit = calibration.unit == mllog_keys::kTrainSamples ? 1 : *timing.train_samples;
     } else {
       // MiniGo logs neither: a generation is one step, and its self-play work divides over the devices.
       calibration.global_batch = 1;

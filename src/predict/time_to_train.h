@@ -13,6 +13,7 @@
 
 #include "predict/collectives.h"
 #include "review/rcp.h"
+#include "util/mllog_keys.h"
 
 namespace trainbench::predict {
 
@@ -26,7 +27,7 @@ struct Calibration {
   double global_batch = 0;
   // What convergence is counted in, as the RCP tables count it: "epoch_num" (then samples_per_unit is
   // the epoch's train_samples) or "train_samples" (BERT; samples_per_unit 1).
-  std::string unit = "epoch_num";
+  std::string unit = mllog_keys::kEpochNum;
   double samples_per_unit = 1;
   std::optional<double> units_to_converge;  // olympic mean over converged runs; none from a bench
   double samples_per_second_per_device = 0;  // while training: evaluation and the fixed start excluded

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include "util/mllog_keys.h"
 
 namespace trainbench::review {
 
@@ -342,15 +343,15 @@ class LogChecker {
         evaluation.value += (evaluation.value.empty() ? "" : ", ") + printable(field, 40) + " " +
                             format_number(*number_of(best->value.at(field)));
     }
-    if (const auto epoch = best->metadata.find("epoch_num"); epoch != best->metadata.end() && epoch->is_number())
-      evaluation.epoch_num = epoch->get<double>();
+    const auto epoch = best->metadata.find(mllog_keys::kEpochNum);
+    if (epoch != best->metadata.end() && epoch->is_number()) evaluation.epoch_num = epoch->get<double>();
     return evaluation;
   }
 
   void check_target() {
-    const LogEvent* run_stop = index_.first("run_stop");
+    const LogEvent* run_stop = index_.first(mllog_keys::kRunStop);
     if (run_stop) {
-      const auto status = run_stop->metadata.find("status");
+      const auto status = run_stop->metadata.find(mllog_keys::kStatus);
       if (status != run_stop->metadata.end() && status->is_string())
         review_.run_stop_status = status->get<std::string>();
     }
@@ -373,7 +374,7 @@ class LogChecker {
         review_.run_stop_status.empty() ? "missing" : "'" + printable(review_.run_stop_status, 40) + "'";
     const std::string best =
         review_.best_evaluation ? "best " + review_.best_evaluation->text() : "no evaluation logged a number";
-    if (!reached_at && review_.run_stop_status == "success") {
+    if (!reached_at && review_.run_stop_status == mllog_keys::kSuccess) {
       add(target_->severity, run_stop ? run_stop->line : 0,
           "run_stop says success but no " + key_name(target_->key) + " reached the target (" +
               review_.target_description + "); " + best);
@@ -381,7 +382,7 @@ class LogChecker {
       add(Severity::kWarning, run_stop ? run_stop->line : 0,
           "the run did not converge (run_stop status " + status + "; target " + review_.target_description +
               " not reached, " + best + "); it counts as a dropped run");
-    } else if (review_.run_stop_status != "success") {
+    } else if (review_.run_stop_status != mllog_keys::kSuccess) {
       add(Severity::kWarning, run_stop ? run_stop->line : 0,
           "the target was reached on line " + std::to_string(reached_at->line) + " but run_stop status is " + status +
               "; the run counts as not converged");
@@ -423,21 +424,21 @@ class LogChecker {
   }
 
   void extract_results() {
-    review_.benchmark = index_.first_string("submission_benchmark");
-    review_.division = index_.first_string("submission_division");
-    review_.org = index_.first_string("submission_org");
-    review_.platform = index_.first_string("submission_platform");
-    review_.submission_status = index_.first_string("submission_status");
-    if (const LogEvent* batch = index_.first("global_batch_size"); batch && batch->value.is_number())
+    review_.benchmark = index_.first_string(mllog_keys::kSubmissionBenchmark);
+    review_.division = index_.first_string(mllog_keys::kSubmissionDivision);
+    review_.org = index_.first_string(mllog_keys::kSubmissionOrg);
+    review_.platform = index_.first_string(mllog_keys::kSubmissionPlatform);
+    review_.submission_status = index_.first_string(mllog_keys::kSubmissionStatus);
+    if (const LogEvent* batch = index_.first(mllog_keys::kGlobalBatchSize); batch && batch->value.is_number())
       review_.global_batch_size = batch->value.get<double>();
 
-    const auto run_start = index_.first_position("run_start");
-    const auto run_stop = index_.first_position("run_stop");
+    const auto run_start = index_.first_position(mllog_keys::kRunStart);
+    const auto run_stop = index_.first_position(mllog_keys::kRunStop);
     const double start_ms = run_start ? index_.at(*run_start).time_ms : 0;
     if (run_start && run_stop && *run_stop > *run_start)
       review_.minutes = (index_.at(*run_stop).time_ms - start_ms) / 60000.0;
 
-    const std::string metric = target_ ? target_->key : "eval_accuracy";
+    const std::string metric = target_ ? target_->key : mllog_keys::kEvalAccuracy;
     extract_convergence(metric, run_stop.value_or(log_.events.size()));
     if (run_start) {
       const std::string plotted_field =
@@ -451,13 +452,15 @@ class LogChecker {
         if (number && std::isfinite(*number)) review_.curve.push_back({(event.time_ms - start_ms) / 60000.0, *number});
       }
     }
-    for (const size_t position : index_.positions("seed")) {
+    for (const size_t position : index_.positions(mllog_keys::kSeed)) {
       const LogEvent& event = index_.at(position);
       review_.seeds.push_back({event.value, event.metadata, event.line});
     }
-    if (const LogEvent* split = index_.first("trainbench_time_split"); split && split->value.is_object()) {
+    if (const LogEvent* split = index_.first(mllog_keys::kTrainbenchTimeSplit); split && split->value.is_object()) {
       // The harness's parts in its order, then any others a later version logs.
-      static const std::vector<std::string> kParts = {"training_compute", "input_wait", "evaluation", "rank_wait", "other"};
+      static const std::vector<std::string> kParts = {mllog_keys::kTrainingCompute, mllog_keys::kInputWait,
+                                                      mllog_keys::kEvaluation, mllog_keys::kRankWait,
+                                                      mllog_keys::kOther};
       for (const std::string& part : kParts)
         if (const auto found = split->value.find(part); found != split->value.end() && found->is_number())
           review_.time_split.emplace_back(part, found->get<double>());
@@ -469,18 +472,18 @@ class LogChecker {
   }
 
   void extract_cpu_contention() {
-    const LogEvent* logged = index_.first("trainbench_cpu_contention");
+    const LogEvent* logged = index_.first(mllog_keys::kTrainbenchCpuContention);
     if (!logged || !logged->value.is_object()) return;
     const auto number = [](const json& object, const char* field) {
       const auto found = object.find(field);
       return found != object.end() && found->is_number() ? found->get<double>() : 0.0;
     };
     RunReview::CpuContention contention;
-    contention.other_processes = number(logged->value, "other_processes");
-    contention.steal = number(logged->value, "steal");
-    contention.capacity = number(logged->metadata, "capacity");
-    contention.warning_share = number(logged->metadata, "warning_share");
-    if (const auto cpus = logged->metadata.find("cpus"); cpus != logged->metadata.end() && cpus->is_string())
+    contention.other_processes = number(logged->value, mllog_keys::kOtherProcesses);
+    contention.steal = number(logged->value, mllog_keys::kSteal);
+    contention.capacity = number(logged->metadata, mllog_keys::kCapacity);
+    contention.warning_share = number(logged->metadata, mllog_keys::kWarningShare);
+    if (const auto cpus = logged->metadata.find(mllog_keys::kCpus); cpus != logged->metadata.end() && cpus->is_string())
       contention.cpus = printable(cpus->get<std::string>(), 100);
     review_.cpu_contention = contention;
   }
@@ -489,18 +492,18 @@ class LogChecker {
   // metric line (its epoch_num, rounded) or, for BERT with --bert-train-samples, the last train_samples line.
   void extract_convergence(const std::string& metric, size_t run_stop) {
     const BenchmarkRules* benchmark = ruleset_.benchmark(review_.benchmark);
-    review_.convergence_unit = benchmark ? benchmark->convergence : "epoch_num";
+    review_.convergence_unit = benchmark ? benchmark->convergence : mllog_keys::kEpochNum;
     if (benchmark && benchmark->train_samples_convergence && options_.bert_train_samples)
-      review_.convergence_unit = "train_samples";
-    if (review_.convergence_unit == "train_samples") {
-      for (const size_t position : index_.positions("train_samples"))
+      review_.convergence_unit = mllog_keys::kTrainSamples;
+    if (review_.convergence_unit == mllog_keys::kTrainSamples) {
+      for (const size_t position : index_.positions(mllog_keys::kTrainSamples))
         if (position < run_stop)
           if (const auto samples = single_number(index_.at(position).value)) review_.convergence = samples;
       return;
     }
     for (const size_t position : index_.positions(metric)) {
       const auto& metadata = index_.at(position).metadata;
-      const auto epoch = metadata.find("epoch_num");
+      const auto epoch = metadata.find(mllog_keys::kEpochNum);
       if (position >= run_stop || epoch == metadata.end() || !epoch->is_number()) continue;
       const int decimals = ruleset_.rcp.epoch_decimals;
       review_.convergence = decimals < 0 ? epoch->get<double>() : round_like_python(epoch->get<double>(), decimals);
@@ -548,9 +551,11 @@ RunReview review_log(const ParsedLog& log, const Ruleset& ruleset, const LogChec
 
 std::set<std::string> keys_read_by_review(const Ruleset& ruleset) {
   std::set<std::string> keys = {
-      "submission_benchmark", "submission_division", "submission_org", "submission_platform", "submission_status",
-      "global_batch_size",    "run_start",           "run_stop",       "train_samples",       "seed",
-      "eval_accuracy",        "trainbench_time_split", "trainbench_cpu_contention"};
+      mllog_keys::kSubmissionBenchmark, mllog_keys::kSubmissionDivision, mllog_keys::kSubmissionOrg,
+      mllog_keys::kSubmissionPlatform,  mllog_keys::kSubmissionStatus,   mllog_keys::kGlobalBatchSize,
+      mllog_keys::kRunStart,            mllog_keys::kRunStop,            mllog_keys::kTrainSamples,
+      mllog_keys::kSeed,                mllog_keys::kEvalAccuracy,       mllog_keys::kTrainbenchTimeSplit,
+      mllog_keys::kTrainbenchCpuContention};
   for (const auto& [name, config] : ruleset.configs) {
     for (const auto& rule : config.keys) {
       keys.insert(rule.key);

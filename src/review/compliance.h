@@ -14,6 +14,7 @@
 #include "review/finding.h"
 #include "review/log_parser.h"
 #include "review/ruleset.h"
+#include "util/mllog_keys.h"
 
 namespace trainbench::review {
 
@@ -84,13 +85,13 @@ struct RunReview {
 
   bool compliant() const { return !has_errors(findings); }
   // What scoring counts: a compliant log whose run_stop says success and that reached its target.
-  bool converged() const { return compliant() && run_stop_status == "success" && target_reached; }
+  bool converged() const { return compliant() && run_stop_status == mllog_keys::kSuccess && target_reached; }
   // Why scoring does not count this run, "" when it does: "failed its checks (3 errors)", "did not reach
   // eval_accuracy >= 0.96: best 0.959 at epoch 14 on line 812", or that run_stop did not say success.
   std::string not_converged_reason() const;
   // What the RCP checker counts: run_stop says success, whatever else the log fails.
   std::optional<double> rcp_convergence() const {
-    return run_stop_status == "success" ? convergence : std::nullopt;
+    return run_stop_status == mllog_keys::kSuccess ? convergence : std::nullopt;
   }
 };
 

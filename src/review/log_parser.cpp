@@ -4,12 +4,11 @@
 #include <fstream>
 
 #include "util/json_limits.h"
+#include "util/mllog_format.h"
 
 namespace trainbench::review {
 
 namespace {
-
-constexpr std::string_view kToken = ":::MLLOG";
 
 // nlohmann's messages start with "[json.exception.parse_error.101] "; the user needs only the rest.
 std::string without_exception_tag(const std::string& message) {
@@ -32,17 +31,15 @@ class LineParser {
 
   void parse_line(std::string_view line, int line_number, bool ends_file_without_newline) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const size_t token = line.find(kToken);
-    if (token == std::string_view::npos) return;
-    std::string_view body = line.substr(token + kToken.size());
-    while (!body.empty() && (body.front() == ' ' || body.front() == '\t')) body.remove_prefix(1);
-    if (json_nesting_depth(body, limits_.max_nesting) > limits_.max_nesting) {
+    const std::optional<std::string_view> body = mllog_format::record_text(line);
+    if (!body) return;
+    if (json_nesting_depth(*body, limits_.max_nesting) > limits_.max_nesting) {
       add_finding(line_number, "JSON nested deeper than " + std::to_string(limits_.max_nesting) + " levels");
       return;
     }
     nlohmann::json record;
     try {
-      record = nlohmann::json::parse(quote_non_finite_numbers(body));
+      record = nlohmann::json::parse(quote_non_finite_numbers(*body));
     } catch (const nlohmann::json::exception& error) {
       std::string message = "invalid JSON after :::MLLOG: " + without_exception_tag(error.what());
       if (ends_file_without_newline) message += " (the file ends mid-line: truncated log?)";
@@ -67,13 +64,13 @@ class LineParser {
   void add_event(const nlohmann::json& record, int line_number) {
     if (!record.is_object()) return add_finding(line_number, "the :::MLLOG record is not a JSON object");
     const auto field = [&](const char* name) { return record.find(name); };
-    const auto key = field("key");
-    const auto time = field("time_ms");
-    const auto value = field("value");
-    const auto metadata = field("metadata");
+    const auto key = field(mllog_format::kKey);
+    const auto time = field(mllog_format::kTimeMs);
+    const auto value = field(mllog_format::kValue);
+    const auto metadata = field(mllog_format::kMetadata);
     std::string missing;
-    for (const auto& [name, found] :
-         {std::pair{"key", key}, {"time_ms", time}, {"value", value}, {"metadata", metadata}}) {
+    for (const auto& [name, found] : {std::pair{mllog_format::kKey, key}, {mllog_format::kTimeMs, time},
+                                      {mllog_format::kValue, value}, {mllog_format::kMetadata, metadata}}) {
       if (found == record.end()) missing += std::string(missing.empty() ? "" : ", ") + name;
     }
     if (!missing.empty()) return add_finding(line_number, "the :::MLLOG record has no " + missing);
@@ -90,7 +87,7 @@ class LineParser {
     event.line = line_number;
     event.time_ms = time->get<double>();
     event.key = key->get<std::string>();
-    if (const auto type = field("event_type"); type != record.end() && type->is_string())
+    if (const auto type = field(mllog_format::kEventType); type != record.end() && type->is_string())
       event.event_type = type->get<std::string>();
     event.value = *value;
     event.metadata = *metadata;

@@ -5,6 +5,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "util/mllog_keys.h"
+
 namespace trainbench::review {
 
 RcpTableDraft make_rcp_table(const std::vector<RunReview>& runs, const std::string& benchmark,
@@ -39,10 +41,10 @@ RcpTableDraft make_rcp_table(const std::vector<RunReview>& runs, const std::stri
   if (by_batch_size.empty()) return draft;
   nlohmann::ordered_json table;
   const std::string label = preset.empty() ? benchmark : benchmark + "_" + preset;
+  const std::string unit =
+      runs.front().convergence_unit.empty() ? mllog_keys::kEpochNum : runs.front().convergence_unit;
   table["note"] = "Made by `trainbench rcp-table` from compliant, converged " + label +
-                  " runs; 'Epochs to converge' is each run's " +
-                  (runs.front().convergence_unit.empty() ? std::string("epoch_num") : runs.front().convergence_unit) +
-                  " at its last evaluation. See docs/review.md.";
+                  " runs; 'Epochs to converge' is each run's " + unit + " at its last evaluation. See docs/review.md.";
   for (const auto& [batch_size, record] : by_batch_size) {
     char name[96];
     std::snprintf(name, sizeof name, "%s_ref_%.0f", label.c_str(), batch_size);

@@ -10,6 +10,7 @@
 #include "review/review_output.h"
 #include "review/system_description.h"
 #include "util/atomic_file.h"
+#include "util/mllog_keys.h"
 
 namespace trainbench::review {
 
@@ -214,11 +215,11 @@ std::string render_chart(const std::string& benchmark, const std::vector<Series>
 
 // The time split's parts in the harness's order, each with its colour in the stacked bars; a part a later
 // version logs takes the last colour.
-const std::vector<std::pair<std::string, std::string>> kSplitColors = {{"training_compute", "#1f77b4"},
-                                                                       {"input_wait", "#ff7f0e"},
-                                                                       {"evaluation", "#2ca02c"},
-                                                                       {"rank_wait", "#d62728"},
-                                                                       {"other", "#7f7f7f"}};
+const std::vector<std::pair<std::string, std::string>> kSplitColors = {{mllog_keys::kTrainingCompute, "#1f77b4"},
+                                                                       {mllog_keys::kInputWait, "#ff7f0e"},
+                                                                       {mllog_keys::kEvaluation, "#2ca02c"},
+                                                                       {mllog_keys::kRankWait, "#d62728"},
+                                                                       {mllog_keys::kOther, "#7f7f7f"}};
 
 std::string split_color(const std::string& part) {
   for (const auto& [name, color] : kSplitColors)
@@ -279,6 +280,371 @@ ul.legend{list-style:none;padding:0;margin:0 0 1em 0;columns:2}ul.legend li{font
 .split-legend .swatch{height:.9em}.split-parts{display:block;max-width:360px}.busy{color:#b00020;font-weight:bold}
 )";
 
+// What the page shows, worked out once from the inputs; the renderers below only format it, so the HTML,
+// Markdown and CSV files cannot disagree.
+
+// One benchmark a row has a result for; the page lists them row by row, benchmarks in column order.
+struct Result {
+  size_t row = 0;  // index into ReportModel::rows
+  std::string benchmark;
+  const BenchmarkReview* review = nullptr;
+};
+
+// A run that logged where its timed region went (trainbench_time_split).
+struct SplitRun {
+  size_t result = 0;  // index into ReportModel::results
+  const RunReview* run = nullptr;
+  double wall = 0;  // the parts' sum: its run_start to run_stop
+};
+
+// One convergence chart: a benchmark and trainbench preset (a preset has its own target, so its runs would be
+// misread against the rules' target line), one line per run.
+struct Chart {
+  std::string title;
+  std::vector<Series> series;
+  std::optional<double> target;
+  std::string metric = mllog_keys::kEvalAccuracy;
+};
+
+struct BenchmarkCharts {
+  std::string benchmark;
+  std::vector<Chart> charts;  // the rules' own target first, then presets by name; empty: no evaluations logged
+};
+
+struct ReportModel {
+  std::string title;
+  std::string ruleset_versions;  // each once, in input order
+  std::vector<Row> rows;
+  std::vector<std::string> benchmarks;
+  std::vector<Result> results;
+  bool comparing = false;
+  std::string first_label, second_label;
+  std::vector<Comparison> comparisons;
+  std::vector<SplitRun> split_runs;
+  std::vector<BenchmarkCharts> convergence;
+};
+
+const BenchmarkReview* result_of(const Row& row, const std::string& benchmark) {
+  const auto found = row.results.find(benchmark);
+  return found == row.results.end() ? nullptr : found->second;
+}
+
+std::string ruleset_versions(const std::vector<ReportInput>& inputs) {
+  std::string versions;
+  for (const auto& input : inputs)
+    if (versions.find(input.review.ruleset_version) == std::string::npos)
+      versions += (versions.empty() ? "" : ", ") + input.review.ruleset_version;
+  return versions;
+}
+
+std::vector<Result> collect_results(const std::vector<Row>& rows, const std::vector<std::string>& benchmarks) {
+  std::vector<Result> results;
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (const auto& benchmark : benchmarks)
+      if (const BenchmarkReview* review = result_of(rows[i], benchmark)) results.push_back({i, benchmark, review});
+  return results;
+}
+
+std::vector<SplitRun> collect_split_runs(const std::vector<Result>& results) {
+  std::vector<SplitRun> runs;
+  for (size_t i = 0; i < results.size(); ++i) {
+    for (const auto& run : results[i].review->runs) {
+      if (run.time_split.empty()) continue;
+      double wall = 0;
+      for (const auto& part : run.time_split) wall += part.second;
+      runs.push_back({i, &run, wall});
+    }
+  }
+  return runs;
+}
+
+std::vector<BenchmarkCharts> collect_charts(const std::vector<Row>& rows, const std::vector<std::string>& benchmarks,
+                                            bool name_folders) {
+  std::vector<BenchmarkCharts> all;
+  for (const auto& benchmark : benchmarks) {
+    std::map<std::string, Chart> by_preset;  // "" (the rules' own target) sorts first
+    for (const auto& row : rows) {
+      const BenchmarkReview* review = result_of(row, benchmark);
+      if (!review) continue;
+      for (const auto& run : review->runs) {
+        if (run.curve.empty()) continue;
+        Chart& chart = by_preset[run.preset];
+        std::string label = row.system + " / " + run_name(run);
+        if (name_folders) label = row.folder + " / " + label;
+        chart.series.push_back({label, run.curve});
+        if (!chart.target && run.target_threshold) chart.target = run.target_threshold;
+        if (!run.target_description.empty())
+          chart.metric = run.target_description.substr(0, run.target_description.find(' '));
+      }
+    }
+    BenchmarkCharts charts{benchmark, {}};
+    for (auto& [preset, chart] : by_preset) {
+      chart.title = preset.empty() ? benchmark : benchmark + " (" + preset + " preset)";
+      charts.charts.push_back(std::move(chart));
+    }
+    all.push_back(std::move(charts));
+  }
+  return all;
+}
+
+ReportModel build_model(const std::vector<ReportInput>& inputs, const ReportOptions& options) {
+  ReportModel model;
+  model.title = options.title;
+  model.ruleset_versions = ruleset_versions(inputs);
+  model.rows = collect_rows(inputs);
+  model.benchmarks = benchmark_order(model.rows);
+  model.results = collect_results(model.rows, model.benchmarks);
+  model.comparing = options.compare && inputs.size() == 2;
+  if (model.comparing) {
+    model.first_label = inputs[0].label;
+    model.second_label = inputs[1].label;
+    model.comparisons = compare(model.rows, model.benchmarks);
+  }
+  model.split_runs = collect_split_runs(model.results);
+  model.convergence = collect_charts(model.rows, model.benchmarks, inputs.size() > 1);
+  return model;
+}
+
+// The texts both renderers show, escaped by each for its format.
+
+// " INVALID" (or " RCP FAILED") after an invalid result's minutes.
+std::string invalid_marker(const BenchmarkReview& review) {
+  return review.valid() ? "" : std::string(" ") + verdict_name(review.verdict());
+}
+
+std::string rcp_text(const BenchmarkReview& review) {
+  return review.rcp ? (review.rcp->passed ? "pass" : "fail") + std::string(" (") + review.rcp->outcome + ")" : "";
+}
+
+std::string speedup_text(const Comparison& pair) { return pair.speedup ? format("%.3f", *pair.speedup) + "x" : ""; }
+
+std::string split_amount(double seconds, double wall) {
+  return format("%.3f s", seconds) + format(" (%.1f%%)", wall > 0 ? 100 * seconds / wall : 0);
+}
+
+std::pair<std::string, std::string> run_contention_text(const RunReview& run) {
+  return run.cpu_contention ? contention_text(*run.cpu_contention) : std::pair<std::string, std::string>();
+}
+
+// The HTML page.
+
+std::string html_score_cell(const BenchmarkReview* review) {
+  if (!review) return "<td></td>";
+  const std::string cell = score_cell(review);
+  if (review->valid()) return "<td class=\"num\">" + text(cell) + "</td>";
+  std::string reasons;
+  for (const auto& reason : review->invalid_reasons()) reasons += (reasons.empty() ? "" : "\n") + reason;
+  return "<td class=\"num invalid\" title=\"" + text(reasons, 2000) + "\">" + text(cell) + invalid_marker(*review) +
+         "</td>";
+}
+
+// Systems as rows, benchmarks as columns.
+std::string html_results(const ReportModel& model) {
+  std::string html = "<h2>Results</h2>\n<table>\n<tr><th>Folder</th><th>System</th><th>Accelerators</th>";
+  for (const auto& benchmark : model.benchmarks) html += "<th>" + text(benchmark) + "</th>";
+  html += "</tr>\n";
+  for (const auto& row : model.rows) {
+    html += "<tr><td>" + text(row.folder) + "</td><td>" + text(row.system) + "</td><td>" + text(row.hardware) + "</td>";
+    for (const auto& benchmark : model.benchmarks) html += html_score_cell(result_of(row, benchmark));
+    html += "</tr>\n";
+  }
+  return html + "</table>\n";
+}
+
+// Validity, with the reasons for every invalid result.
+std::string html_review(const ReportModel& model) {
+  std::string html =
+      "<h2>Review</h2>\n<table>\n<tr><th>Folder</th><th>System</th><th>Benchmark</th><th>Verdict</th><th>Runs</"
+      "th><th>RCP</th><th>Reasons</th></tr>\n";
+  for (const Result& result : model.results) {
+    const Row& row = model.rows[result.row];
+    const BenchmarkReview& review = *result.review;
+    std::string reasons;
+    for (const auto& reason : review.invalid_reasons()) reasons += (reasons.empty() ? "" : "<br>") + text(reason, 300);
+    html += "<tr><td>" + text(row.folder) + "</td><td>" + text(row.system) + "</td><td>" + text(result.benchmark) +
+            "</td><td class=\"" + (review.valid() ? "valid" : "invalid") + "\">" + verdict_name(review.verdict()) +
+            "</td><td class=\"num\">" + std::to_string(review.runs.size()) + "</td><td>" + text(rcp_text(review)) +
+            "</td><td>" + reasons + "</td></tr>\n";
+  }
+  return html + "</table>\n";
+}
+
+std::string html_comparison(const ReportModel& model) {
+  if (!model.comparing) return "";
+  std::string html =
+      "<h2>Comparison</h2>\n<p>Speedup of <b>" + text(model.second_label) + "</b> over <b>" +
+      text(model.first_label) +
+      "</b> (minutes of the first divided by minutes of the second; above 1 means the second is faster).</p>\n"
+      "<table>\n<tr><th>Benchmark</th><th>System (first)</th><th>Minutes (first)</th><th>System (second)</th>"
+      "<th>Minutes (second)</th><th>Speedup</th></tr>\n";
+  for (const auto& pair : model.comparisons)
+    html += "<tr><td>" + text(pair.benchmark) + "</td><td>" + text(pair.first->system) + "</td><td class=\"num\">" +
+            text(score_cell(pair.first)) + "</td><td>" + text(pair.second->system) + "</td><td class=\"num\">" +
+            text(score_cell(pair.second)) + "</td><td class=\"num\">" + speedup_text(pair) + "</td></tr>\n";
+  if (model.comparisons.empty()) html += "<tr><td colspan=\"6\">no benchmark appears in both folders</td></tr>\n";
+  return html + "</table>\n";
+}
+
+// Where each trainbench run's timed region went, and what other processes took of its CPUs meanwhile (runs
+// that logged trainbench_cpu_contention).
+std::string html_time_split(const ReportModel& model) {
+  if (model.split_runs.empty()) return "";
+  std::string html = "<h2>Where the time went</h2>\n<ul class=\"legend split-legend\">\n";
+  for (const auto& [part, color] : kSplitColors)
+    html += "<li><span class=\"swatch\" style=\"background:" + color + "\"></span>" + split_part_name(part) + "</li>\n";
+  html += "</ul>\n<table>\n<tr><th>Folder</th><th>System</th><th>Benchmark</th><th>Run</th><th>Seconds</th>"
+          "<th>Timed region</th><th>CPU taken by others</th></tr>\n";
+  for (const SplitRun& split : model.split_runs) {
+    const Result& result = model.results[split.result];
+    const Row& row = model.rows[result.row];
+    const RunReview& run = *split.run;
+    std::string parts;
+    for (const auto& [part, seconds] : run.time_split)
+      parts += (parts.empty() ? "" : ", ") + text(split_part_name(part)) + " " + split_amount(seconds, split.wall);
+    const auto [taken, taken_parts] = run_contention_text(run);
+    const std::string taken_class = run.cpu_contention && run.cpu_contention->warned() ? " class=\"busy\"" : "";
+    html += "<tr><td>" + text(row.folder) + "</td><td>" + text(row.system) + "</td><td>" + text(result.benchmark) +
+            "</td><td>" + text(run_name(run)) + "</td><td class=\"num\">" + format("%.1f", split.wall) + "</td><td>" +
+            render_split_bar(run.time_split, split.wall) + "<span class=\"muted split-parts\">" + parts +
+            "</span></td><td><span" + taken_class + ">" + text(taken) + "</span><br><span class=\"muted\">" +
+            text(taken_parts) + "</span></td></tr>\n";
+  }
+  return html + "</table>\n";
+}
+
+std::string html_chart(const Chart& chart) {
+  std::string html = "<h3>" + text(chart.title) + "</h3>\n" +
+                     render_chart(chart.title, chart.series, chart.target, chart.metric) + "<ul class=\"legend\">\n";
+  for (size_t i = 0; i < chart.series.size(); ++i)
+    html += "<li><span class=\"swatch\" style=\"background:" + kPalette[i % kPalette.size()] + "\"></span>" +
+            text(chart.series[i].label) + "</li>\n";
+  return html + "</ul>\n";
+}
+
+std::string html_convergence(const ReportModel& model) {
+  std::string html = "<h2>Convergence</h2>\n";
+  for (const BenchmarkCharts& benchmark : model.convergence) {
+    if (benchmark.charts.empty())
+      html += "<h3>" + text(benchmark.benchmark) + "</h3>\n<p class=\"muted\">no evaluations logged</p>\n";
+    for (const Chart& chart : benchmark.charts) html += html_chart(chart);
+  }
+  return html;
+}
+
+std::string render_html(const ReportModel& model) {
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + text(model.title) +
+         "</title>\n<style>\n" + kStyle + "</style>\n</head>\n<body>\n<h1>" + text(model.title) + "</h1>\n" +
+         "<p class=\"muted\">Olympic mean of run_start to run_stop in minutes; reviewed with trainbench ruleset " +
+         text(model.ruleset_versions) + ". Results marked INVALID failed the review.</p>\n" + html_results(model) +
+         html_review(model) + html_comparison(model) + html_time_split(model) + html_convergence(model) +
+         "</body>\n</html>\n";
+}
+
+// The Markdown page: the same tables, without the charts.
+
+std::string markdown_results(const ReportModel& model) {
+  std::string md = "## Results\n\n| Folder | System | Accelerators |";
+  for (const auto& benchmark : model.benchmarks) md += " " + markdown_cell(benchmark) + " |";
+  md += "\n|---|---|---|";
+  for (size_t i = 0; i < model.benchmarks.size(); ++i) md += "---:|";
+  md += "\n";
+  for (const auto& row : model.rows) {
+    md += "| " + markdown_cell(row.folder) + " | " + markdown_cell(row.system) + " | " + markdown_cell(row.hardware) +
+          " |";
+    for (const auto& benchmark : model.benchmarks) {
+      const BenchmarkReview* review = result_of(row, benchmark);
+      md += review ? " " + markdown_cell(score_cell(review)) + invalid_marker(*review) + " |" : " |";
+    }
+    md += "\n";
+  }
+  return md + "\n";
+}
+
+std::string markdown_review(const ReportModel& model) {
+  std::string md =
+      "## Review\n\n| Folder | System | Benchmark | Verdict | Runs | RCP | Reasons |\n|---|---|---|---|---:|---|---|\n";
+  for (const Result& result : model.results) {
+    const Row& row = model.rows[result.row];
+    const BenchmarkReview& review = *result.review;
+    std::string reasons;
+    for (const auto& reason : review.invalid_reasons())
+      reasons += (reasons.empty() ? "" : "; ") + markdown_cell(reason);
+    md += "| " + markdown_cell(row.folder) + " | " + markdown_cell(row.system) + " | " +
+          markdown_cell(result.benchmark) + " | " + verdict_name(review.verdict()) + " | " +
+          std::to_string(review.runs.size()) + " | " + markdown_cell(rcp_text(review)) + " | " + reasons + " |\n";
+  }
+  return md + "\n";
+}
+
+std::string markdown_comparison(const ReportModel& model) {
+  if (!model.comparing) return "";
+  std::string md = "## Comparison\n\nSpeedup of " + markdown_cell(model.second_label) + " over " +
+                   markdown_cell(model.first_label) +
+                   " (minutes of the first divided by minutes of the second; above 1 means the second is faster).\n\n"
+                   "| Benchmark | System (first) | Minutes (first) | System (second) | Minutes (second) | Speedup "
+                   "|\n|---|---|---:|---|---:|---:|\n";
+  for (const auto& pair : model.comparisons)
+    md += "| " + markdown_cell(pair.benchmark) + " | " + markdown_cell(pair.first->system) + " | " +
+          score_cell(pair.first) + " | " + markdown_cell(pair.second->system) + " | " + score_cell(pair.second) +
+          " | " + speedup_text(pair) + " |\n";
+  if (model.comparisons.empty()) md += "| no benchmark appears in both folders | | | | | |\n";
+  return md + "\n";
+}
+
+std::string markdown_time_split(const ReportModel& model) {
+  if (model.split_runs.empty()) return "";
+  std::string md = "## Where the time went\n\n| Folder | System | Benchmark | Run | Seconds | Timed region | CPU taken "
+                   "by others |\n|---|---|---|---|---:|---|---|\n";
+  for (const SplitRun& split : model.split_runs) {
+    const Result& result = model.results[split.result];
+    const Row& row = model.rows[result.row];
+    const RunReview& run = *split.run;
+    std::string parts;
+    for (const auto& [part, seconds] : run.time_split)
+      parts +=
+          (parts.empty() ? "" : ", ") + markdown_cell(split_part_name(part)) + " " + split_amount(seconds, split.wall);
+    const auto [taken, taken_parts] = run_contention_text(run);
+    md += "| " + markdown_cell(row.folder) + " | " + markdown_cell(row.system) + " | " +
+          markdown_cell(result.benchmark) + " | " + markdown_cell(run_name(run)) + " | " + format("%.1f", split.wall) +
+          " | " + parts + " | " + markdown_cell(taken.empty() ? "" : taken + " (" + taken_parts + ")") + " |\n";
+  }
+  return md + "\n";
+}
+
+std::string render_markdown(const ReportModel& model) {
+  return "# " + markdown_cell(model.title) + "\n\n" +
+         "Olympic mean of run_start to run_stop in minutes; reviewed with trainbench ruleset " +
+         markdown_cell(model.ruleset_versions) + ". Results marked INVALID failed the review.\n\n" +
+         markdown_results(model) + markdown_review(model) + markdown_comparison(model) + markdown_time_split(model);
+}
+
+// The CSV files: one row per result, and per compared pair.
+
+std::string results_csv(const ReportModel& model) {
+  std::string csv = "folder,system,hardware,benchmark,valid,minutes,runs,non_converged,rcp\n";
+  for (const Result& result : model.results) {
+    const Row& row = model.rows[result.row];
+    const BenchmarkReview& review = *result.review;
+    const RcpVerdict* rcp = review.rcp ? &*review.rcp : nullptr;
+    csv += csv_field(row.folder) + "," + csv_field(row.system) + "," + csv_field(row.hardware) + "," +
+           csv_field(result.benchmark) + "," + (review.valid() ? "true" : "false") + "," +
+           (review.score.mean_minutes ? format_minutes(*review.score.mean_minutes) : "") + "," +
+           std::to_string(review.runs.size()) + "," + std::to_string(review.score.non_converged) + "," +
+           csv_field(rcp ? (rcp->passed ? "pass: " : "fail: ") + rcp->outcome : "") + "\n";
+  }
+  return csv;
+}
+
+std::string comparison_csv(const ReportModel& model) {
+  if (!model.comparing) return "";
+  std::string csv = "benchmark,system_first,minutes_first,system_second,minutes_second,speedup\n";
+  for (const auto& pair : model.comparisons)
+    csv += csv_field(pair.benchmark) + "," + csv_field(pair.first->system) + "," + score_cell(pair.first) + "," +
+           csv_field(pair.second->system) + "," + score_cell(pair.second) + "," +
+           (pair.speedup ? format("%.3f", *pair.speedup) : "") + "\n";
+  return csv;
+}
+
 }  // namespace
 
 const std::vector<std::string>& chart_palette() { return kPalette; }
@@ -311,216 +677,8 @@ std::string html_escape(const std::string& value) {
 }
 
 ReportFiles render_report(const std::vector<ReportInput>& inputs, const ReportOptions& options) {
-  const std::vector<Row> rows = collect_rows(inputs);
-  const std::vector<std::string> benchmarks = benchmark_order(rows);
-  const bool comparing = options.compare && inputs.size() == 2;
-  const std::vector<Comparison> comparisons = comparing ? compare(rows, benchmarks) : std::vector<Comparison>{};
-  ReportFiles files;
-  std::string& html = files.html;
-  std::string& md = files.markdown;
-
-  html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + text(options.title) +
-         "</title>\n<style>\n" + kStyle + "</style>\n</head>\n<body>\n<h1>" + text(options.title) + "</h1>\n";
-  md = "# " + markdown_cell(options.title) + "\n\n";
-  html += "<p class=\"muted\">Olympic mean of run_start to run_stop in minutes; reviewed with trainbench ruleset ";
-  md += "Olympic mean of run_start to run_stop in minutes; reviewed with trainbench ruleset ";
-  std::string versions;
-  for (const auto& input : inputs)
-    if (versions.find(input.review.ruleset_version) == std::string::npos)
-      versions += (versions.empty() ? "" : ", ") + input.review.ruleset_version;
-  html += text(versions) + ". Results marked INVALID failed the review.</p>\n";
-  md += markdown_cell(versions) + ". Results marked INVALID failed the review.\n\n";
-
-  // Results: systems as rows, benchmarks as columns.
-  html += "<h2>Results</h2>\n<table>\n<tr><th>Folder</th><th>System</th><th>Accelerators</th>";
-  md += "## Results\n\n| Folder | System | Accelerators |";
-  files.csv = "folder,system,hardware,benchmark,valid,minutes,runs,non_converged,rcp\n";
-  for (const auto& benchmark : benchmarks) {
-    html += "<th>" + text(benchmark) + "</th>";
-    md += " " + markdown_cell(benchmark) + " |";
-  }
-  html += "</tr>\n";
-  md += "\n|---|---|---|";
-  for (size_t i = 0; i < benchmarks.size(); ++i) md += "---:|";
-  md += "\n";
-  for (const auto& row : rows) {
-    html += "<tr><td>" + text(row.folder) + "</td><td>" + text(row.system) + "</td><td>" + text(row.hardware) + "</td>";
-    md += "| " + markdown_cell(row.folder) + " | " + markdown_cell(row.system) + " | " + markdown_cell(row.hardware) +
-          " |";
-    for (const auto& benchmark : benchmarks) {
-      const auto found = row.results.find(benchmark);
-      const BenchmarkReview* review = found == row.results.end() ? nullptr : found->second;
-      const std::string cell = score_cell(review);
-      if (!review) {
-        html += "<td></td>";
-        md += " |";
-        continue;
-      }
-      std::string reasons;
-      for (const auto& reason : review->invalid_reasons()) reasons += (reasons.empty() ? "" : "\n") + reason;
-      const std::string marker = review->valid() ? "" : std::string(" ") + verdict_name(review->verdict());
-      html += review->valid() ? "<td class=\"num\">" + text(cell) + "</td>"
-                              : "<td class=\"num invalid\" title=\"" + text(reasons, 2000) + "\">" + text(cell) +
-                                    marker + "</td>";
-      md += " " + markdown_cell(cell) + marker + " |";
-      const RcpVerdict* rcp = review->rcp ? &*review->rcp : nullptr;
-      files.csv += csv_field(row.folder) + "," + csv_field(row.system) + "," + csv_field(row.hardware) + "," +
-                   csv_field(benchmark) + "," + (review->valid() ? "true" : "false") + "," +
-                   (review->score.mean_minutes ? format_minutes(*review->score.mean_minutes) : "") + "," +
-                   std::to_string(review->runs.size()) + "," + std::to_string(review->score.non_converged) + "," +
-                   csv_field(rcp ? (rcp->passed ? "pass: " : "fail: ") + rcp->outcome : "") + "\n";
-    }
-    html += "</tr>\n";
-    md += "\n";
-  }
-  html += "</table>\n";
-  md += "\n";
-
-  // Validity, with the reasons for every invalid result.
-  html +=
-      "<h2>Review</h2>\n<table>\n<tr><th>Folder</th><th>System</th><th>Benchmark</th><th>Verdict</th><th>Runs</"
-      "th><th>RCP</th><th>Reasons</th></tr>\n";
-  md +=
-      "## Review\n\n| Folder | System | Benchmark | Verdict | Runs | RCP | Reasons |\n|---|---|---|---|---:|---|---|\n";
-  for (const auto& row : rows) {
-    for (const auto& benchmark : benchmarks) {
-      const auto found = row.results.find(benchmark);
-      if (found == row.results.end()) continue;
-      const BenchmarkReview& review = *found->second;
-      const std::string verdict = verdict_name(review.verdict());
-      const std::string rcp =
-          review.rcp ? (review.rcp->passed ? "pass" : "fail") + std::string(" (") + review.rcp->outcome + ")" : "";
-      std::string reasons_html, reasons_md;
-      for (const auto& reason : review.invalid_reasons()) {
-        reasons_html += (reasons_html.empty() ? "" : "<br>") + text(reason, 300);
-        reasons_md += (reasons_md.empty() ? "" : "; ") + markdown_cell(reason);
-      }
-      html += "<tr><td>" + text(row.folder) + "</td><td>" + text(row.system) + "</td><td>" + text(benchmark) +
-              "</td><td class=\"" + (review.valid() ? "valid" : "invalid") + "\">" + verdict +
-              "</td><td class=\"num\">" + std::to_string(review.runs.size()) + "</td><td>" + text(rcp) + "</td><td>" +
-              reasons_html + "</td></tr>\n";
-      md += "| " + markdown_cell(row.folder) + " | " + markdown_cell(row.system) + " | " + markdown_cell(benchmark) +
-            " | " + verdict + " | " + std::to_string(review.runs.size()) + " | " + markdown_cell(rcp) + " | " +
-            reasons_md + " |\n";
-    }
-  }
-  html += "</table>\n";
-  md += "\n";
-
-  if (comparing) {
-    const std::string first = inputs[0].label, second = inputs[1].label;
-    html += "<h2>Comparison</h2>\n<p>Speedup of <b>" + text(second) + "</b> over <b>" + text(first) +
-            "</b> (minutes of the first divided by minutes of the second; above 1 means the second is faster).</p>\n"
-            "<table>\n<tr><th>Benchmark</th><th>System (first)</th><th>Minutes (first)</th><th>System (second)</th>"
-            "<th>Minutes (second)</th><th>Speedup</th></tr>\n";
-    md += "## Comparison\n\nSpeedup of " + markdown_cell(second) + " over " + markdown_cell(first) +
-          " (minutes of the first divided by minutes of the second; above 1 means the second is faster).\n\n"
-          "| Benchmark | System (first) | Minutes (first) | System (second) | Minutes (second) | Speedup "
-          "|\n|---|---|---:|---|---:|---:|\n";
-    files.comparison_csv = "benchmark,system_first,minutes_first,system_second,minutes_second,speedup\n";
-    for (const auto& pair : comparisons) {
-      const std::string speedup = pair.speedup ? format("%.3f", *pair.speedup) + "x" : "";
-      html += "<tr><td>" + text(pair.benchmark) + "</td><td>" + text(pair.first->system) + "</td><td class=\"num\">" +
-              text(score_cell(pair.first)) + "</td><td>" + text(pair.second->system) + "</td><td class=\"num\">" +
-              text(score_cell(pair.second)) + "</td><td class=\"num\">" + speedup + "</td></tr>\n";
-      md += "| " + markdown_cell(pair.benchmark) + " | " + markdown_cell(pair.first->system) + " | " +
-            score_cell(pair.first) + " | " + markdown_cell(pair.second->system) + " | " + score_cell(pair.second) +
-            " | " + speedup + " |\n";
-      files.comparison_csv += csv_field(pair.benchmark) + "," + csv_field(pair.first->system) + "," +
-                              score_cell(pair.first) + "," + csv_field(pair.second->system) + "," +
-                              score_cell(pair.second) + "," + (pair.speedup ? format("%.3f", *pair.speedup) : "") +
-                              "\n";
-    }
-    if (comparisons.empty()) {
-      html += "<tr><td colspan=\"6\">no benchmark appears in both folders</td></tr>\n";
-      md += "| no benchmark appears in both folders | | | | | |\n";
-    }
-    html += "</table>\n";
-    md += "\n";
-  }
-
-  // Where each trainbench run's timed region went (runs that logged trainbench_time_split), and what other
-  // processes took of its CPUs meanwhile (runs that logged trainbench_cpu_contention).
-  std::string split_html, split_md;
-  for (const auto& row : rows)
-    for (const auto& benchmark : benchmarks) {
-      const auto found = row.results.find(benchmark);
-      if (found == row.results.end()) continue;
-      for (const auto& run : found->second->runs) {
-        if (run.time_split.empty()) continue;
-        double wall = 0;
-        for (const auto& part : run.time_split) wall += part.second;
-        std::string parts_html, parts_md;
-        for (const auto& [part, seconds] : run.time_split) {
-          const std::string amount = format("%.3f s", seconds) + format(" (%.1f%%)", wall > 0 ? 100 * seconds / wall : 0);
-          parts_html += (parts_html.empty() ? "" : ", ") + text(split_part_name(part)) + " " + amount;
-          parts_md += (parts_md.empty() ? "" : ", ") + markdown_cell(split_part_name(part)) + " " + amount;
-        }
-        const std::string seconds = format("%.1f", wall);
-        const auto& contention = run.cpu_contention;
-        const auto [taken, taken_parts] = contention ? contention_text(*contention) : std::pair<std::string, std::string>();
-        const std::string taken_class = contention && contention->warned() ? " class=\"busy\"" : "";
-        split_html += "<tr><td>" + text(row.folder) + "</td><td>" + text(row.system) + "</td><td>" + text(benchmark) +
-                      "</td><td>" + text(run_name(run)) + "</td><td class=\"num\">" + seconds + "</td><td>" +
-                      render_split_bar(run.time_split, wall) + "<span class=\"muted split-parts\">" + parts_html +
-                      "</span></td><td><span" + taken_class + ">" + text(taken) + "</span><br><span class=\"muted\">" +
-                      text(taken_parts) + "</span></td></tr>\n";
-        split_md += "| " + markdown_cell(row.folder) + " | " + markdown_cell(row.system) + " | " + markdown_cell(benchmark) +
-                    " | " + markdown_cell(run_name(run)) + " | " + seconds + " | " + parts_md + " | " +
-                    markdown_cell(taken.empty() ? "" : taken + " (" + taken_parts + ")") + " |\n";
-      }
-    }
-  if (!split_html.empty()) {
-    html += "<h2>Where the time went</h2>\n<ul class=\"legend split-legend\">\n";
-    for (const auto& [part, color] : kSplitColors)
-      html += "<li><span class=\"swatch\" style=\"background:" + color + "\"></span>" + split_part_name(part) + "</li>\n";
-    html += "</ul>\n<table>\n<tr><th>Folder</th><th>System</th><th>Benchmark</th><th>Run</th><th>Seconds</th>"
-            "<th>Timed region</th><th>CPU taken by others</th></tr>\n" + split_html + "</table>\n";
-    md += "## Where the time went\n\n| Folder | System | Benchmark | Run | Seconds | Timed region | CPU taken by others |\n"
-          "|---|---|---|---|---:|---|---|\n" + split_md + "\n";
-  }
-
-  // Convergence curves: one chart per benchmark and trainbench preset (a preset has its own target, so its
-  // runs would be misread against the rules' target line), one line per run.
-  html += "<h2>Convergence</h2>\n";
-  struct Chart {
-    std::vector<Series> series;
-    std::optional<double> target;
-    std::string metric = "eval_accuracy";
-  };
-  for (const auto& benchmark : benchmarks) {
-    std::map<std::string, Chart> charts;  // by preset; "" (the rules' own target) sorts first
-    for (const auto& row : rows) {
-      const auto found = row.results.find(benchmark);
-      if (found == row.results.end()) continue;
-      for (const auto& run : found->second->runs) {
-        if (run.curve.empty()) continue;
-        Chart& chart = charts[run.preset];
-        std::string label = row.system + " / " + run_name(run);
-        if (inputs.size() > 1) label = row.folder + " / " + label;
-        chart.series.push_back({label, run.curve});
-        if (!chart.target && run.target_threshold) chart.target = run.target_threshold;
-        if (!run.target_description.empty())
-          chart.metric = run.target_description.substr(0, run.target_description.find(' '));
-      }
-    }
-    if (charts.empty()) {
-      html += "<h3>" + text(benchmark) + "</h3>\n<p class=\"muted\">no evaluations logged</p>\n";
-      continue;
-    }
-    for (const auto& [preset, chart] : charts) {
-      const std::string title = preset.empty() ? benchmark : benchmark + " (" + preset + " preset)";
-      html += "<h3>" + text(title) + "</h3>\n";
-      html += render_chart(title, chart.series, chart.target, chart.metric);
-      html += "<ul class=\"legend\">\n";
-      for (size_t i = 0; i < chart.series.size(); ++i)
-        html += "<li><span class=\"swatch\" style=\"background:" + kPalette[i % kPalette.size()] + "\"></span>" +
-                text(chart.series[i].label) + "</li>\n";
-      html += "</ul>\n";
-    }
-  }
-  html += "</body>\n</html>\n";
-  return files;
+  const ReportModel model = build_model(inputs, options);
+  return {render_html(model), render_markdown(model), results_csv(model), comparison_csv(model)};
 }
 
 std::vector<std::string> write_report(const ReportFiles& files, const std::string& folder) {

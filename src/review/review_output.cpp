@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "review/system_description.h"
+#include "util/mllog_keys.h"
 
 namespace trainbench::review {
 
@@ -74,7 +75,7 @@ std::string format_minutes(double minutes) {
 std::string format_convergence(const RunReview& run) {
   if (!run.convergence) return "";
   char text[48];
-  if (run.convergence_unit == "train_samples")
+  if (run.convergence_unit == mllog_keys::kTrainSamples)
     std::snprintf(text, sizeof text, "%.0f samples", *run.convergence);
   else
     std::snprintf(text, sizeof text, "epoch %g", *run.convergence);

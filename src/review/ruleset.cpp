@@ -8,6 +8,7 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/json_limits.h"
+#include "util/mllog_keys.h"
 
 namespace trainbench::review {
 
@@ -220,8 +221,8 @@ Ruleset parse_ruleset(const std::string& json_text, const std::string& origin) {
     rules.drop_each_side = positive_int(spec, "drop_each_side", where);
     rules.rcp_table = string_field(spec, "rcp_table", where, false);
     rules.convergence = string_field(spec, "convergence", where, false);
-    if (rules.convergence.empty()) rules.convergence = "epoch_num";
-    if (rules.convergence != "epoch_num" && rules.convergence != "train_samples")
+    if (rules.convergence.empty()) rules.convergence = mllog_keys::kEpochNum;
+    if (rules.convergence != mllog_keys::kEpochNum && rules.convergence != mllog_keys::kTrainSamples)
       fail(where + ".convergence", "must be \"epoch_num\" or \"train_samples\"");
     if (spec.contains("train_samples_convergence")) {
       if (!spec["train_samples_convergence"].is_boolean())

@@ -9,6 +9,7 @@
 
 #include "review/finding.h"
 #include "review/json_checks.h"
+#include "util/mllog_keys.h"
 
 namespace trainbench::review {
 
@@ -45,7 +46,7 @@ struct KeyRule {
 
 // The quality target: at least one logged metric must reach it (the YAML ATLEAST_ONE_CHECK).
 struct TargetRule {
-  std::string key = "eval_accuracy";
+  std::string key = mllog_keys::kEvalAccuracy;
   bool higher_is_better = true;
   std::optional<double> threshold;                 // a scalar metric
   std::map<std::string, double> field_thresholds;  // an object metric, e.g. {BBOX, SEGM}
@@ -73,7 +74,8 @@ struct BenchmarkRules {
   int runs = 5;
   int drop_each_side = 1;
   std::string rcp_table;                  // file next to rules.json; empty: no RCP check
-  std::string convergence = "epoch_num";  // what the RCP checker reads by default: "epoch_num" or "train_samples"
+  // What the RCP checker reads by default: "epoch_num" or "train_samples".
+  std::string convergence = mllog_keys::kEpochNum;
   bool train_samples_convergence = false;  // --bert-train-samples switches it to the logged train_samples
 };
 

@@ -10,6 +10,7 @@
 
 #include "review/system_description.h"
 #include "util/error.h"
+#include "util/mllog_format.h"
 
 namespace trainbench::review {
 
@@ -110,8 +111,8 @@ void check_seeds(const std::vector<RunReview>& runs, std::vector<Finding>& findi
            "logs " + std::to_string(run.seeds.size()) + " seeds; the seed checker warns about more than one"});
     for (const auto& seed : run.seeds) {
       const auto integer = seed_as_integer(seed.value);
-      const auto source_file = seed.metadata.find("file");
-      const auto source_line = seed.metadata.find("lineno");
+      const auto source_file = seed.metadata.find(mllog_format::kFile);
+      const auto source_line = seed.metadata.find(mllog_format::kLineno);
       if (!integer) {
         findings.push_back(
             {Severity::kError, run.path, seed.line,
