@@ -385,8 +385,14 @@ void bench_benchmark(const WorkloadEntry& entry, const WorkloadSettings& setting
 }
 
 void export_model(const WorkloadEntry& entry, const WorkloadSettings& settings, const std::string& out_path) {
-  const parallel::ParallelContext alone{communicator_or_single(settings), torch::kCPU};
-  entry.make_trainer(settings, alone, TrainerPurpose::kExport)->save_model(out_path);
+  // An export never trains: its trainer's loop is built for fp32 on the CPU, whatever precision the preset
+  // trains in (fp16 would be refused there).
+  WorkloadSettings on_cpu = settings;
+  nlohmann::json values = settings.config.values();
+  values["precision"] = "fp32";
+  on_cpu.config = Config(settings.config.name(), values);
+  const parallel::ParallelContext alone{communicator_or_single(on_cpu), torch::kCPU};
+  entry.make_trainer(on_cpu, alone, TrainerPurpose::kExport)->save_model(out_path);
 }
 
 }  // namespace trainbench
