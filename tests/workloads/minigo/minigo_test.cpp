@@ -1,7 +1,7 @@
 // MiniGo's network and loss against an independent python3-torch computation (two momentum-SGD steps), the
 // 48 weights_initialization names of the v1.1 rules, the batched inference MCTS uses, the reference preset's
-// start from a prepared bootstrap with each generation trained on the previous one's games, the settings refused
-// by name before a run's first block, and the quality gate:
+// start from a prepared bootstrap with each generation trained on the previous one's games, the typed settings,
+// the settings refused by name before a run's first block, and the quality gate:
 // the tiny preset's loop (self-play, training, evaluation against its target after training) reaches a 50%
 // win rate through run_benchmark and its log passes the project's v1.1 review.
 #include <cstdlib>
@@ -16,7 +16,9 @@
 #include "support/quality_gate.h"
 #include "support/error_message.h"
 #include "support/torch_pickle.h"
+#include "support/typed_settings.h"
 #include "workloads/minigo/model.h"
+#include "workloads/minigo/settings.h"
 
 namespace trainbench::minigo {
 namespace {
@@ -201,6 +203,25 @@ TEST(MinigoBootstrap, ReferencePresetStartsFromThePreparedBootstrapAndTrainsEach
       trained_on.push_back(nlohmann::json::parse(line.substr(line.find('{'))).at("value").get<int>());
   EXPECT_EQ(trained_on, (std::vector<int>{12, 8}));
   fs::remove_all(dir);
+}
+
+// The typed settings name what settings.json rules, and read the nested sections a preset has: the tiny
+// preset's target recipe, the reference's bootstrap flags and folder.
+TEST(MinigoSettings, TheSettingsStructReadsEverySettingAndTheNestedSections) {
+  testing::expect_settings_struct_matches_rules<Settings>("minigo");
+  const WorkloadEntry& entry = find_workload("minigo");
+  const auto tiny = read_settings<Settings>(Config::from_presets("minigo", entry.presets_json, "tiny", {}));
+  ASSERT_TRUE(tiny.dataset.has_value());
+  EXPECT_EQ(tiny.dataset->target_run, 4);
+  EXPECT_FALSE(tiny.bootstrap.has_value());
+  EXPECT_FALSE(tiny.bootstrap_dir.has_value());
+  const auto reference = read_settings<Settings>(
+      Config::from_presets("minigo", entry.presets_json, "reference", {"bootstrap.num_readouts=4"}));
+  EXPECT_FALSE(reference.dataset.has_value());
+  ASSERT_TRUE(reference.bootstrap.has_value());
+  EXPECT_EQ(reference.bootstrap->num_readouts, 4);
+  EXPECT_EQ(reference.bootstrap->resign_threshold, (std::vector<double>{-1.0, -0.99}));
+  EXPECT_EQ(reference.bootstrap_dir, std::optional<std::string>(""));
 }
 
 // The rules that no range of settings.json states are refused by name when the workload is made, before any
