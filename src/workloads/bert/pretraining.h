@@ -1,5 +1,5 @@
 #pragma once
-// One pre-training step and the masked-LM metric, shared by the workload, the bench and the tests.
+// One pre-training step and the masked-LM metric, shared by the trainer, the workload and the tests.
 #include <torch/torch.h>
 
 #include "data/bert_shards.h"
@@ -41,7 +41,8 @@ struct PretrainingBatch {
 PretrainingBatch make_batch(const data::BertSamples& samples, torch::Device device);
 
 // Masked-LM cross entropy (mean over predictions) plus next-sentence cross entropy, as the reference sums them.
-torch::Tensor pretraining_loss(const BertForPreTraining& model, const BertOutputs& outputs, const PretrainingBatch& batch);
+torch::Tensor pretraining_loss(const BertForPreTraining& model, const BertOutputs& outputs,
+                               const PretrainingBatch& batch);
 
 // One update for the shared training loop: forward and the pre-training loss per micro-batch, then LAMB at
 // `learning_rate`. The masked-LM loss is a mean over predictions: micro-batches weighted by their samples

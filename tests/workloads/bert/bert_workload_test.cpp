@@ -1,8 +1,10 @@
 // What the BERT workload refuses when it is made, before a run's log opens: the settings whose bounds are
-// other settings.
+// other settings; and its typed settings struct, held to settings.json.
 #include <gtest/gtest.h>
 
 #include "support/error_message.h"
+#include "support/typed_settings.h"
+#include "workloads/bert/settings.h"
 #include "workloads/registry.h"
 
 namespace trainbench::bert {
@@ -22,6 +24,10 @@ TEST(BertSettings, BoundsThatAreOtherSettingsAreRefusedByNameWhenTheWorkloadIsMa
             "bert/tiny: eval_interval_samples: 24001 is more than max_samples 24000: the run would end before its first "
             "evaluation");
   EXPECT_EQ(refusal({"max_predictions=32", "eval_interval_samples=24000"}), "(no Error thrown)");
+}
+
+TEST(BertSettings, TheStructReadsEverySettingThatHasARule) {
+  testing::expect_settings_struct_matches_rules<Settings>("bert");
 }
 
 }  // namespace
