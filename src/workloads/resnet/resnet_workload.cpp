@@ -266,7 +266,8 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
 
 WorkloadEntry registry_entry() {
   return {"resnet", "Image classification: ResNet-50 v1.5 on ImageNet, target top-1 0.759", trainbench_presets_resnet,
-          kDataset, construct_workload<ResNetWorkload>, construct_trainer<ResNetTrainer>, make_dataset};
+          kDataset, construct_workload<ResNetWorkload>, construct_trainer<ResNetTrainer>, make_dataset,
+          /*prepare_dataset=*/nullptr};
 }
 
 }  // namespace trainbench::resnet
