@@ -71,20 +71,22 @@ DlrmImpl::DlrmImpl(DlrmOptions options) : options_(std::move(options)) {
       shards_.push_back({static_cast<int64_t>(table), 0, tables[table], 0});
   int64_t local_rows = 0;
   for (const TableShard& shard : shards_) {
-    if (shard.table < 0 || shard.table >= static_cast<int64_t>(tables.size()) || shard.first_row < 0 || shard.rows < 1 ||
-        shard.first_row + shard.rows > tables[static_cast<size_t>(shard.table)])
+    if (shard.table < 0 || shard.table >= static_cast<int64_t>(tables.size()) || shard.first_row < 0 ||
+        shard.rows < 1 || shard.first_row + shard.rows > tables[static_cast<size_t>(shard.table)])
       fail("dlrm model", "a table shard lies outside its table");
     shard_offsets_.push_back(local_rows);
     local_rows += shard.rows;
   }
   embeddings = register_parameter("embeddings", torch::empty({local_rows, dim}), /*requires_grad=*/false);
   for (size_t s = 0; s < shards_.size(); ++s)
-    initialize_table_rows(embeddings.narrow(0, shard_offsets_[s], shards_[s].rows), shards_[s].table, shards_[s].first_row,
-                          tables[static_cast<size_t>(shards_[s].table)], options_.embedding_seed());
+    initialize_table_rows(embeddings.narrow(0, shard_offsets_[s], shards_[s].rows), shards_[s].table,
+                          shards_[s].first_row, tables[static_cast<size_t>(shards_[s].table)],
+                          options_.embedding_seed());
 
   int64_t width = options_.dense_features();
   for (size_t i = 0; i < options_.bottom_mlp().size(); ++i) {
-    bottom_.push_back(register_module("bottom_mlp_dense" + std::to_string(i + 1), make_linear(width, options_.bottom_mlp()[i])));
+    bottom_.push_back(
+        register_module("bottom_mlp_dense" + std::to_string(i + 1), make_linear(width, options_.bottom_mlp()[i])));
     width = options_.bottom_mlp()[i];
   }
   const int64_t vectors = static_cast<int64_t>(tables.size()) + 1;
@@ -182,7 +184,8 @@ StateDict official_state(const Dlrm& model, const std::string& flag) {
   const std::vector<int64_t>& tables = model->options().table_sizes();
   int64_t first_row = 0;
   for (size_t table = 0; table < tables.size(); ++table) {
-    state.push_back({"emb_l." + std::to_string(table) + ".weight", model->embeddings.narrow(0, first_row, tables[table])});
+    state.push_back(
+        {"emb_l." + std::to_string(table) + ".weight", model->embeddings.narrow(0, first_row, tables[table])});
     first_row += tables[table];
   }
   std::vector<std::pair<std::string, std::string>> prefixes;
@@ -197,7 +200,8 @@ StateDict official_state(const Dlrm& model, const std::string& flag) {
   return state;
 }
 
-Parallelism::Parallelism(parallel::Communicator& communicator, parallel::GradientSync& mlp_gradients, std::optional<ShardPlan> sharding)
+Parallelism::Parallelism(parallel::Communicator& communicator, parallel::GradientSync& mlp_gradients,
+                         std::optional<ShardPlan> sharding)
     : communicator(communicator), mlp_gradients(mlp_gradients), sharding(std::move(sharding)) {
   if (!this->sharding) return;
   if (this->sharding->world != communicator.world())
@@ -249,7 +253,8 @@ EmbeddingLookup sharded_lookup(const DlrmImpl& model, Parallelism& parallel, con
   for (size_t j = 0; j < model.shards().size(); ++j) {
     const TableShard& shard = model.shards()[j];
     const torch::Tensor ids = all_ids.select(1, shard.table);
-    const torch::Tensor samples = ((ids >= shard.first_row) & (ids < shard.first_row + shard.rows)).nonzero().view({-1});
+    const torch::Tensor samples =
+        ((ids >= shard.first_row) & (ids < shard.first_row + shard.rows)).nonzero().view({-1});
     rows.push_back(ids.index_select(0, samples) - shard.first_row + model.shard_offsets()[j]);
     positions.push_back(samples * slots + static_cast<int64_t>(j));
   }
@@ -262,8 +267,9 @@ EmbeddingLookup sharded_lookup(const DlrmImpl& model, Parallelism& parallel, con
   communicator.alltoall(received, send).wait();
   // Received chunk r: this rank's samples' vectors from rank r's slots; each slot adds into its table (a
   // table cut into row ranges gets one nonzero vector per sample, from the range holding its id).
-  const torch::Tensor by_slot =
-      received.view({world, result.padded_batch, slots, dim}).permute({1, 0, 2, 3}).reshape({result.padded_batch, world * slots, dim});
+  const torch::Tensor by_slot = received.view({world, result.padded_batch, slots, dim})
+                                    .permute({1, 0, 2, 3})
+                                    .reshape({result.padded_batch, world * slots, dim});
   result.vectors = torch::zeros({result.padded_batch, tables + 1, dim}, model.embeddings.options())
                        .index_add_(1, parallel.slot_tables_on(sparse.device()), by_slot)
                        .narrow(1, 0, tables)
@@ -275,7 +281,8 @@ EmbeddingLookup sharded_lookup(const DlrmImpl& model, Parallelism& parallel, con
 
 // The backward of sharded_lookup: each sample's vector gradients to the ranks holding their rows; returns
 // the gradient of each of `lookup.rows`.
-torch::Tensor sharded_row_gradients(Parallelism& parallel, const EmbeddingLookup& lookup, const torch::Tensor& gradient) {
+torch::Tensor sharded_row_gradients(Parallelism& parallel, const EmbeddingLookup& lookup,
+                                    const torch::Tensor& gradient) {
   torch::NoGradGuard no_grad;
   const auto start = Clock::now();
   const auto world = static_cast<int64_t>(parallel.communicator.world());
@@ -352,7 +359,8 @@ double DlrmLrSchedule::at(int64_t step) const {
   if (count < warmup_steps) return base_lr * static_cast<double>(count) / static_cast<double>(warmup_steps);
   if (decay_steps > 0 && count >= decay_start_step + decay_steps) return decayed(decay_steps - 1);
   if (decay_steps > 0 && count >= decay_start_step) return decayed(count - decay_start_step);
-  return warmup_steps > 1 ? base_lr * static_cast<double>(warmup_steps - 1) / static_cast<double>(warmup_steps) : base_lr;
+  if (warmup_steps <= 1) return base_lr;
+  return base_lr * static_cast<double>(warmup_steps - 1) / static_cast<double>(warmup_steps);
 }
 
 }  // namespace trainbench::dlrm

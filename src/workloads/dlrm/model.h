@@ -69,7 +69,6 @@ class DlrmImpl : public torch::nn::Module {
   // Plain SGD (the reference's optimizer): MLP parameters p -= lr * grad; embedding rows `rows` -= lr *
   // `row_gradients` (one row each), duplicates accumulating.
   void sgd_step(const torch::Tensor& rows, const torch::Tensor& row_gradients, double learning_rate);
-  // Clears the MLP gradients (the embeddings have none).
   // The parameters autograd trains, and data parallelism averages: all but the embeddings.
   std::vector<torch::Tensor> mlp_parameters() const;
 

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "support/error_message.h"
+#include "support/typed_settings.h"
+#include "workloads/dlrm/settings.h"
 #include "workloads/registry.h"
 
 namespace trainbench::dlrm {
@@ -24,8 +26,13 @@ TEST(DlrmSettings, MlpWidthsTheInteractionCannotTakeAreRefusedByNameWhenTheWorkl
     settings.device = "cpu";
     return testing::error_message([&] { entry.create(settings); });
   };
-  EXPECT_EQ(refusal("bottom_mlp=[32, 16]"), "dlrm/tiny: bottom_mlp: must end in embedding_dim (8) outputs, got [32,16]");
+  EXPECT_EQ(refusal("bottom_mlp=[32, 16]"),
+            "dlrm/tiny: bottom_mlp: must end in embedding_dim (8) outputs, got [32,16]");
   EXPECT_EQ(refusal("top_mlp=[64, 32]"), "dlrm/tiny: top_mlp: must end in 1 output (the click logit), got [64,32]");
+}
+
+TEST(DlrmSettings, TheStructReadsEverySettingThatHasARule) {
+  testing::expect_settings_struct_matches_rules<Settings>("dlrm");
 }
 
 // Restores the file size limit (and SIGXFSZ, which a write past the limit raises) when the test ends.
@@ -55,8 +62,9 @@ TEST(DlrmDataMake, AFailedWriteLeavesNoOutputSoThatTheRetrySucceeds) {
   fs::remove_all(dir);
   const fs::path out = dir / "dataset";
   const WorkloadEntry& entry = find_workload("dlrm");
-  const Config config = Config::from_presets(
-      "dlrm", entry.presets_json, "tiny", {"dataset.days=2", "dataset.samples_per_day=2000", "dataset.eval_samples=500"});
+  const Config config =
+      Config::from_presets("dlrm", entry.presets_json, "tiny",
+                           {"dataset.days=2", "dataset.samples_per_day=2000", "dataset.eval_samples=500"});
   std::string message;
   {
     const FileSizeLimit full_disk(64 * 1024);  // a day file of 2,000 samples is larger

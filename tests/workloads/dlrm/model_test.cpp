@@ -23,7 +23,8 @@ TEST(DlrmModel, ShapesNamesAndTheInteractionWidth) {
   const auto sparse = torch::randint(10, {5, 26}, torch::kInt64);
   EXPECT_EQ(model->forward(dense, sparse).sizes(), (std::vector<int64_t>{5}));
   EXPECT_EQ(model->initialized_tensor_names(),
-            (std::vector<std::string>{"embeddings", "bottom_mlp_dense1", "bottom_mlp_dense2", "top_mlp_dense1", "top_mlp_dense2"}));
+            (std::vector<std::string>{"embeddings", "bottom_mlp_dense1", "bottom_mlp_dense2", "top_mlp_dense1",
+                                      "top_mlp_dense2"}));
   // 27 vectors -> 351 pairwise dots, plus the 8-wide bottom output: the top MLP sees 359 inputs.
   EXPECT_EQ(model->forward_macs(), 13 * 16 + 16 * 8 + 359 * 32 + 32 * 1 + 27 * 27 * 8);
   EXPECT_EQ(model->embeddings.size(0), 260);
@@ -89,7 +90,8 @@ TEST(DlrmModel, AccumulatedMicroBatchesGiveTheFullBatchsGradientAndUpdate) {
   const auto make_model = [] {
     torch::manual_seed(11);
     Dlrm model(DlrmOptions(std::vector<int64_t>(26, 10)).embedding_dim(8).bottom_mlp({16, 8}).top_mlp({32, 1}));
-    for (auto& parameter : model->parameters()) parameter.set_data(parameter.to(torch::kFloat64));  // not the index buffers
+    for (auto& parameter : model->parameters())
+      parameter.set_data(parameter.to(torch::kFloat64));  // not the index buffers
     return model;
   };
   const auto dense = torch::rand({8, 13}, torch::kFloat64);
@@ -130,7 +132,9 @@ std::vector<int64_t> tables_with_one_large() {
 // forward on ranks holding different numbers of samples.
 TEST(DlrmShardedEmbeddings, OneStepAndTheEvaluationEqualTheReplicatedDataParallelPath) {
   const std::vector<int64_t> tables = tables_with_one_large();
-  const auto options = [&] { return DlrmOptions(tables).embedding_dim(8).bottom_mlp({16, 8}).top_mlp({32, 1}).embedding_seed(5); };
+  const auto options = [&] {
+    return DlrmOptions(tables).embedding_dim(8).bottom_mlp({16, 8}).top_mlp({32, 1}).embedding_seed(5);
+  };
   torch::manual_seed(3);
   const int64_t batch = 16;  // 8 per rank
   std::vector<torch::Tensor> columns;
@@ -183,7 +187,8 @@ TEST(DlrmShardedEmbeddings, OneStepAndTheEvaluationEqualTheReplicatedDataParalle
   for (int rank = 0; rank < 2; ++rank)
     for (size_t s = 0; s < sharded[static_cast<size_t>(rank)]->shards().size(); ++s) {
       const TableShard& shard = sharded[static_cast<size_t>(rank)]->shards()[s];
-      EXPECT_TRUE(torch::equal(sharded[static_cast<size_t>(rank)]->embeddings.narrow(0, sharded[static_cast<size_t>(rank)]->shard_offsets()[s], shard.rows),
+      EXPECT_TRUE(torch::equal(sharded[static_cast<size_t>(rank)]->embeddings.narrow(
+                                   0, sharded[static_cast<size_t>(rank)]->shard_offsets()[s], shard.rows),
                                replicated_rows(replicated[0], shard)));
     }
   const torch::Tensor initial_table = replicated[0]->embeddings.clone();
@@ -197,18 +202,24 @@ TEST(DlrmShardedEmbeddings, OneStepAndTheEvaluationEqualTheReplicatedDataParalle
   };
   for (int rank = 0; rank < 2; ++rank) {
     const auto r = static_cast<size_t>(rank);
-    EXPECT_NEAR(model_parallel[r].loss, data_parallel[r].loss, 1e-5 * std::abs(data_parallel[r].loss)) << "rank " << rank;
-    expect_close(model_parallel[r].logits_before, data_parallel[r].logits_before, "logits before the step, rank " + std::to_string(rank));
-    expect_close(model_parallel[r].logits_after, data_parallel[r].logits_after, "logits after the step, rank " + std::to_string(rank));
+    EXPECT_NEAR(model_parallel[r].loss, data_parallel[r].loss, 1e-5 * std::abs(data_parallel[r].loss))
+        << "rank " << rank;
+    expect_close(model_parallel[r].logits_before, data_parallel[r].logits_before,
+                 "logits before the step, rank " + std::to_string(rank));
+    expect_close(model_parallel[r].logits_after, data_parallel[r].logits_after,
+                 "logits after the step, rank " + std::to_string(rank));
     const auto mlp = sharded[r]->mlp_parameters(), reference_mlp = replicated[r]->mlp_parameters();
-    for (size_t p = 0; p < mlp.size(); ++p) expect_close(mlp[p], reference_mlp[p], "MLP parameter " + std::to_string(p));
+    for (size_t p = 0; p < mlp.size(); ++p)
+      expect_close(mlp[p], reference_mlp[p], "MLP parameter " + std::to_string(p));
     for (size_t s = 0; s < sharded[r]->shards().size(); ++s) {
       const TableShard& shard = sharded[r]->shards()[s];
-      expect_close(sharded[r]->embeddings.narrow(0, sharded[r]->shard_offsets()[s], shard.rows), replicated_rows(replicated[0], shard),
+      expect_close(sharded[r]->embeddings.narrow(0, sharded[r]->shard_offsets()[s], shard.rows),
+                   replicated_rows(replicated[0], shard),
                    "table " + std::to_string(shard.table) + " rows from " + std::to_string(shard.first_row));
     }
   }
-  EXPECT_TRUE(torch::equal(replicated[0]->embeddings, replicated[1]->embeddings)) << "the replicated tables drifted apart";
+  EXPECT_TRUE(torch::equal(replicated[0]->embeddings, replicated[1]->embeddings))
+      << "the replicated tables drifted apart";
   EXPECT_FALSE(torch::equal(replicated[0]->embeddings, initial_table)) << "the step moved no row";
 }
 

@@ -67,7 +67,8 @@ TEST(DlrmParity, TwoSgdStepsMatchAnIndependentPyTorchImplementation) {
   for (int step = 0; step < 2; ++step) {
     if (step == 0) {
       torch::NoGradGuard no_grad;
-      EXPECT_TRUE(torch::allclose(torch::sigmoid(model->forward(dense, sparse)), reference("probabilities0"), 1e-5, 1e-6));
+      EXPECT_TRUE(
+          torch::allclose(torch::sigmoid(model->forward(dense, sparse)), reference("probabilities0"), 1e-5, 1e-6));
     }
     const double loss = loop.update(training_step(model, parallel, loop, dense, sparse, labels, lr));
     EXPECT_NEAR(loss, reference("loss" + std::to_string(step)).item<double>(), 1e-5) << "step " << step;
