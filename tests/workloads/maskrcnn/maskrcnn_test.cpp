@@ -19,10 +19,12 @@
 #include "support/quality_gate.h"
 #include "support/rules_tensors.h"
 #include "support/torch_pickle.h"
+#include "support/typed_settings.h"
 #include "support/workload_refusal.h"
 #include "util/error.h"
 #include "workloads/checkpoint.h"
 #include "workloads/maskrcnn/model.h"
+#include "workloads/maskrcnn/settings.h"
 
 namespace trainbench::maskrcnn {
 namespace {
@@ -63,6 +65,10 @@ TEST(MaskRcnnWorkload, RefusesAWarmupStartingBelowZeroAndTooManyLoaderThreads) {
     EXPECT_EQ(testing::construction_error("maskrcnn", preset, {}), "(no Error thrown)");
   EXPECT_EQ(testing::construction_error("maskrcnn", "reference", {"precision=fp32", "loader_threads=1"}),
             "(no Error thrown)");
+}
+
+TEST(MaskRcnnSettings, TheStructReadsEverySettingThatHasARule) {
+  testing::expect_settings_struct_matches_rules<Settings>("maskrcnn");
 }
 
 TEST(MaskRcnnModel, NamesTheRulesTensorsAndFreezesTheStemAndRes2) {

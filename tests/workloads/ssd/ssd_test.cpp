@@ -14,9 +14,11 @@
 #include "support/quality_gate.h"
 #include "support/rules_tensors.h"
 #include "support/torch_pickle.h"
+#include "support/typed_settings.h"
 #include "support/workload_refusal.h"
 #include "util/error.h"
 #include "workloads/ssd/model.h"
+#include "workloads/ssd/settings.h"
 
 namespace trainbench::ssd {
 namespace {
@@ -69,6 +71,10 @@ TEST(SsdWorkload, RefusesGeometriesAndLoaderThreadsItCannotRun) {
             "(5 levels; got 4 steps, 4 aspect-ratio lists, 5 scales)");
   EXPECT_EQ(refusal("loader_threads=1000").rfind("ssd/tiny: loader_threads: expected at most ", 0), 0u);
   EXPECT_EQ(testing::construction_error("ssd", "tiny", {}), "(no Error thrown)");
+}
+
+TEST(SsdSettings, TheStructReadsEverySettingThatHasARule) {
+  testing::expect_settings_struct_matches_rules<Settings>("ssd");
 }
 
 TEST(SsdModel, MatchedBoxesSurviveEncodeAndDecode) {
