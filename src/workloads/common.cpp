@@ -182,6 +182,13 @@ BenchRun::BenchRun(const WorkloadSettings& settings, const BenchSettings& bench_
 
 parallel::ParallelContext BenchRun::parallel_context() const { return {communicator, device}; }
 
+bool BenchRun::measures_data_pipeline(std::ostream& out) const {
+  if (communicator->world() > 1) return false;
+  if (!settings.data_dir.empty()) return true;
+  out << "data pipeline   skipped (no dataset: pass --data)\n";
+  return false;
+}
+
 double BenchRun::training_step_seconds(const std::function<void()>& step) {
   if (!bench.memory) return median_step_seconds(step);
   const auto begin = std::chrono::steady_clock::now();

@@ -120,6 +120,9 @@ class BenchRun {
   double training_step_seconds(const std::function<void()>& step);
   // --memory: the bench stops after its training line.
   bool memory_only() const { return bench.memory; }
+  // The data pipeline is measured per process and from --data: false where it is not measured, after saying
+  // why when there is no dataset.
+  bool measures_data_pipeline(std::ostream& out) const;
   // "training      1234.5 img/s  (batch 128 over 1 rank(s), <details>, cpu, 2 threads/rank, median of 20
   // steps: 0.1037 s/step, 12.3 GFLOP/s[, share of the measured peak])"
   void print_training(std::ostream& out, double step_seconds, const std::string& sample_unit, double flops_per_sample,

@@ -1,6 +1,6 @@
 #pragma once
-// What the two COCO detection benchmarks (SSD and Mask R-CNN) do alike: generate a preset's COCO-format set
-// from its "dataset" settings, load a COCO tree's splits and check their categories, log the boxes their
+// What the two COCO detection benchmarks (SSD and Mask R-CNN) do alike: their loaders' shared options, generate
+// a preset's COCO-format set from its "dataset" settings, load a COCO tree's splits and check their categories, log the boxes their
 // annotation files had that no model can train on, and load backbone weights converted from torchvision into a
 // body module.
 // Header-only, so neither benchmark's translation unit depends on the other's.
@@ -14,13 +14,34 @@
 #include <torch/torch.h>
 
 #include "data/generators/coco_objects.h"
+#include "data/image_loader.h"
 #include "detection/coco_detection.h"
 #include "harness/config.h"
 #include "harness/typed_settings.h"
 #include "harness/workload.h"
+#include "parallel/context.h"
 #include "util/error.h"
+#include "workloads/common.h"
 
 namespace trainbench {
+
+// The loader settings SSD's and Mask R-CNN's loaders share: the mode, this rank's share of the global batch
+// (training) or the evaluation batch, loader threads, prefetch depth, seed and the rank's place among the ranks.
+template <typename LoaderOptions, typename Settings>
+LoaderOptions shared_loader_options(const Settings& preset, bool train, const WorkloadSettings& settings,
+                                    const parallel::ParallelContext& context) {
+  LoaderOptions options;
+  options.mode = train ? data::LoaderMode::Train : data::LoaderMode::Eval;
+  options.batch_size =
+      train ? local_batch_size(settings.config, "batch_size", context.world_size()) : preset.eval_batch_size;
+  options.drop_last = train;
+  options.workers = loader_threads(settings.config, "loader_threads");
+  options.prefetch_batches = static_cast<int>(preset.prefetch_batches);
+  options.seed = static_cast<uint64_t>(settings.seed);
+  options.rank = context.rank();
+  options.world = context.world_size();
+  return options;
+}
 
 // The generated COCO-format set of a preset's "dataset" object (data::CocoObjectsOptions): one category per listed
 // Fashion-MNIST class, num_classes - 1 of them.

@@ -66,20 +66,11 @@ MaskRcnnOptions model_options(const Config& config, const Settings& preset, int 
 
 detection::RcnnLoaderOptions loader_options(const Settings& preset, bool train, const WorkloadSettings& settings,
                                             const parallel::ParallelContext& context) {
-  detection::RcnnLoaderOptions options;
-  options.mode = train ? data::LoaderMode::Train : data::LoaderMode::Eval;
+  auto options = shared_loader_options<detection::RcnnLoaderOptions>(preset, train, settings, context);
   options.pixels = backbone_weights(preset) == BackboneWeights::kMsra ? detection::RcnnPixels::kBgr255MinusMean
                                                                       : detection::RcnnPixels::kRgbImageNet;
   options.min_size = static_cast<int>(preset.min_image_size);
   options.max_size = static_cast<int>(preset.max_image_size);
-  options.batch_size =
-      train ? local_batch_size(settings.config, "batch_size", context.world_size()) : preset.eval_batch_size;
-  options.drop_last = train;
-  options.workers = loader_threads(settings.config, "loader_threads");
-  options.prefetch_batches = static_cast<int>(preset.prefetch_batches);
-  options.seed = static_cast<uint64_t>(settings.seed);
-  options.rank = context.rank();
-  options.world = context.world_size();
   // Each rank evaluates whole batches of the ones a single rank forms, so the gathered results are the
   // single rank's (evaluate()).
   options.shard_whole_batches = !train;

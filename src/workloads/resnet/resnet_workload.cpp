@@ -124,11 +124,7 @@ class ResNetTrainer : public Trainer {
 
   // The data pipeline alone (decode, augment, batch), as training consumes it; measured per process.
   void bench_after_training(BenchRun& run, std::ostream& out, double step_seconds) override {
-    if (context_.world_size() > 1) return;
-    if (run.settings.data_dir.empty()) {
-      out << "data pipeline   skipped (no dataset: pass --data)\n";
-      return;
-    }
+    if (!run.measures_data_pipeline(out)) return;
     data::ImageFolderIndex index = data::index_imagenet(run.settings.data_dir);
     data::ImageLoader loader(std::move(index.train), loader_options(preset_, true, run.settings, context_));
     loader.start_epoch(1);

@@ -93,17 +93,8 @@ DecodeOptions decode_options(const Settings& preset) {
 
 detection::DetectionLoaderOptions loader_options(const Settings& preset, bool train, const WorkloadSettings& settings,
                                                  const parallel::ParallelContext& context) {
-  detection::DetectionLoaderOptions options;
-  options.mode = train ? data::LoaderMode::Train : data::LoaderMode::Eval;
+  auto options = shared_loader_options<detection::DetectionLoaderOptions>(preset, train, settings, context);
   options.image_size = static_cast<int>(preset.image_size);
-  options.batch_size =
-      train ? local_batch_size(settings.config, "batch_size", context.world_size()) : preset.eval_batch_size;
-  options.drop_last = train;
-  options.workers = loader_threads(settings.config, "loader_threads");
-  options.prefetch_batches = static_cast<int>(preset.prefetch_batches);
-  options.seed = static_cast<uint64_t>(settings.seed);
-  options.rank = context.rank();
-  options.world = context.world_size();
   options.crop_attempts = static_cast<int>(preset.max_samples);
   return options;
 }
@@ -186,11 +177,7 @@ class SsdTrainer : public Trainer {
 
   // The training loader alone (decode, SSD crop, flip, resize, jitter, batch); measured per process.
   void bench_after_training(BenchRun& run, std::ostream& out, double step_seconds) override {
-    if (context_.world_size() > 1) return;
-    if (run.settings.data_dir.empty()) {
-      out << "data pipeline   skipped (no dataset: pass --data)\n";
-      return;
-    }
+    if (!run.measures_data_pipeline(out)) return;
     detection::DetectionLoader loader(load_coco_split(run.settings.data_dir, "train2017").samples,
                                       loader_options(preset_, true, run.settings, context_));
     loader.start_epoch(1);
