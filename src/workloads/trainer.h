@@ -7,8 +7,10 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "harness/typed_settings.h"
 #include "parallel/context.h"
 #include "workloads/common.h"
 
@@ -43,6 +45,22 @@ class Trainer {
   // bench: the same, after the training line (loss alone, feature or data pipelines); `step_seconds` is the
   // training step's time. Not with --memory.
   virtual void bench_after_training(BenchRun& run, std::ostream& out, double step_seconds) {}
+};
+
+// What every benchmark's trainer keeps: its preset (its TrainingLoop keeps a reference to the Config), the
+// preset's typed settings (harness/typed_settings.h), and the device and ranks it was built for.
+template <typename Settings>
+class TrainerOf : public Trainer {
+ protected:
+  TrainerOf(const WorkloadSettings& settings, const parallel::ParallelContext& context)
+      : TrainerOf(settings, context, read_settings<Settings>(settings.config)) {}
+  // With settings the benchmark has read and checked itself.
+  TrainerOf(const WorkloadSettings& settings, const parallel::ParallelContext& context, Settings preset)
+      : config_(settings.config), preset_(std::move(preset)), context_(context) {}
+
+  const Config config_;
+  const Settings preset_;
+  const parallel::ParallelContext context_;
 };
 
 // WorkloadEntry::make_trainer for a trainer class constructed from the settings, context and purpose.

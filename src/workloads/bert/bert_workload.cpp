@@ -199,12 +199,10 @@ PretrainingBatch synthetic_batch(int64_t batch_size, int64_t seq, int64_t preds,
 }
 
 // BERT's model, LAMB, gradient exchange and loop, as a run, a bench and an export build them.
-class BertTrainer : public Trainer {
+class BertTrainer : public TrainerOf<Settings> {
  public:
   BertTrainer(const WorkloadSettings& settings, const parallel::ParallelContext& context, TrainerPurpose purpose)
-      : config_(settings.config),
-        preset_(read_settings<Settings>(config_)),
-        context_(context),
+      : TrainerOf(settings, context),
         model_(starting_model(settings, preset_, purpose, context.device)),
         optimizer_(optimizer_parameters(model_), lamb_options(preset_)),
         gradients_(*context.world, model_->parameters(), model_->buffers()),  // rank 0's initial weights
@@ -237,9 +235,6 @@ class BertTrainer : public Trainer {
   }
 
  private:
-  const Config config_;  // the loop keeps a reference
-  const Settings preset_;
-  const parallel::ParallelContext context_;
   BertForPreTraining model_;
   Lamb optimizer_;
   parallel::GradientSync gradients_;

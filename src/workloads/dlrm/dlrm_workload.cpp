@@ -103,12 +103,10 @@ Dlrm starting_model(const WorkloadSettings& settings, const Settings& preset, co
 }
 
 // DLRM's model, MLP gradient exchange, tables' layout and loop, as a run, a bench and an export build them.
-class DlrmTrainer : public Trainer {
+class DlrmTrainer : public TrainerOf<Settings> {
  public:
   DlrmTrainer(const WorkloadSettings& settings, const parallel::ParallelContext& context, TrainerPurpose purpose)
-      : config_(settings.config),
-        preset_(checked_settings(config_)),
-        context_(context),
+      : TrainerOf(settings, context, checked_settings(settings.config)),
         plan_(trainer_plan(preset_, context, purpose)),
         model_(starting_model(settings, preset_, plan_, context)),
         // The tables are initialized alike on every rank from the shared seed, so only the MLP is broadcast.
@@ -151,9 +149,6 @@ class DlrmTrainer : public Trainer {
   }
 
  private:
-  const Config config_;  // the loop keeps a reference
-  const Settings preset_;
-  const parallel::ParallelContext context_;
   const std::optional<ShardPlan> plan_;
   Dlrm model_;
   parallel::GradientSync mlp_gradients_;

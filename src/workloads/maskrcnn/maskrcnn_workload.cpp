@@ -264,12 +264,10 @@ struct BenchInputs {
 
 // Mask R-CNN's model, two-group SGD, gradient exchange, loop and sampling generator, as a run, a bench and an
 // export build them.
-class MaskRcnnTrainer : public Trainer {
+class MaskRcnnTrainer : public TrainerOf<Settings> {
  public:
   MaskRcnnTrainer(const WorkloadSettings& settings, const parallel::ParallelContext& context, TrainerPurpose purpose)
-      : config_(settings.config),
-        preset_(read_settings<Settings>(config_)),
-        context_(context),
+      : TrainerOf(settings, context),
         model_(starting_model(settings, preset_, purpose, context)),
         optimizer_(make_optimizer(model_, preset_)),
         gradients_(*context.world, model_->parameters(), model_->buffers()),  // rank 0's initial weights
@@ -341,9 +339,6 @@ class MaskRcnnTrainer : public Trainer {
     return static_cast<int64_t>(box_results.size());
   }
 
-  const Config config_;  // the loop keeps a reference
-  const Settings preset_;
-  const parallel::ParallelContext context_;
   MaskRcnn model_;
   torch::optim::SGD optimizer_;
   parallel::GradientSync gradients_;

@@ -594,11 +594,10 @@ struct RandomPositions {
 // export build them: seeded, then for a run the prepared bootstrap's starting network and games, then --weights
 // (run and export; a bench times the seeded network). Only a run's loop spans the ranks: a bench measures one
 // process's self-play and step, as it did before trainers.
-class MinigoTrainer : public Trainer {
+class MinigoTrainer : public TrainerOf<Settings> {
  public:
   MinigoTrainer(const WorkloadSettings& settings, const parallel::ParallelContext& context, TrainerPurpose purpose)
-      : config_(settings.config),
-        preset_(read_settings<Settings>(config_)),
+      : TrainerOf(settings, context),
         bench_rng_(static_cast<uint64_t>(settings.seed)) {
     seed_torch(settings);
     loop_.emplace(config_, preset_, context.device, static_cast<uint64_t>(settings.seed), settings.threads,
@@ -706,8 +705,6 @@ class MinigoTrainer : public Trainer {
     out << line;
   }
 
-  const Config config_;  // the loop keeps a reference, as it does to preset_
-  const Settings preset_;
   std::optional<MinigoLoop> loop_;  // built after seeding
   int prepared_games_ = 0;
   MinigoNet exported_{nullptr};  // an export's --weights, as read

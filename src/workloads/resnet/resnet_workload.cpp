@@ -80,12 +80,10 @@ ResNet starting_model(const WorkloadSettings& settings, const Settings& preset, 
 }
 
 // ResNet's model, LARS (or SGD), gradient exchange and loop, as a run, a bench and an export build them.
-class ResNetTrainer : public Trainer {
+class ResNetTrainer : public TrainerOf<Settings> {
  public:
   ResNetTrainer(const WorkloadSettings& settings, const parallel::ParallelContext& context, TrainerPurpose)
-      : config_(settings.config),
-        preset_(read_settings<Settings>(config_)),
-        context_(context),
+      : TrainerOf(settings, context),
         model_(starting_model(settings, preset_, context.device)),
         optimizer_(optimizer_parameters(model_), LarsOptions()
                                                      .momentum(preset_.momentum)
@@ -133,9 +131,6 @@ class ResNetTrainer : public Trainer {
   }
 
  private:
-  const Config config_;  // the loop keeps a reference
-  const Settings preset_;
-  const parallel::ParallelContext context_;
   ResNet model_;
   Lars optimizer_;
   parallel::GradientSync gradients_;

@@ -139,12 +139,10 @@ detection::DetectionBatch synthetic_batch(int64_t batch_size, int64_t image_size
 }
 
 // SSD's model, SGD, gradient exchange and loop, as a run, a bench and an export build them.
-class SsdTrainer : public Trainer {
+class SsdTrainer : public TrainerOf<Settings> {
  public:
   SsdTrainer(const WorkloadSettings& settings, const parallel::ParallelContext& context, TrainerPurpose purpose)
-      : config_(settings.config),
-        preset_(read_settings<Settings>(config_)),
-        context_(context),
+      : TrainerOf(settings, context),
         model_(starting_model(settings, preset_, purpose, context.device)),
         optimizer_(model_->parameters(), torch::optim::SGDOptions(preset_.base_learning_rate())
                                              .momentum(preset_.momentum)
@@ -186,9 +184,6 @@ class SsdTrainer : public Trainer {
   }
 
  private:
-  const Config config_;  // the loop keeps a reference
-  const Settings preset_;
-  const parallel::ParallelContext context_;
   Ssd model_;
   torch::optim::SGD optimizer_;
   parallel::GradientSync gradients_;
