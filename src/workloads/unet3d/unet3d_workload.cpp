@@ -23,6 +23,8 @@
 #include "workloads/checkpoint.h"
 #include "workloads/common.h"
 #include "workloads/unet3d/model.h"
+#include "workloads/unet3d/settings.h"
+#include "workloads/trainer.h"
 
 extern const char* const trainbench_presets_unet3d;
 
@@ -40,24 +42,8 @@ constexpr double kEvalPadding = -2.2;  // the reference's padding_val for slidin
 // per-GPU batch of 7 x 128^3 is about 2^24).
 constexpr int64_t kMaxBatchVoxels = int64_t{1} << 30;
 
-medical::Shape3 shape3(const Config& config, const std::string& key) {
-  const std::vector<int64_t> values = config.integers(key);
-  if (values.size() != 3 || values[0] < 1 || values[1] < 1 || values[2] < 1)
-    fail(config.name() + ": " + key, "expected three positive sizes [D, H, W]");
-  return {values[0], values[1], values[2]};
-}
-
-Unet3dOptions model_options(const Config& config) {
-  const std::vector<int64_t> filters = config.integers("filters");
-  if (filters.empty()) fail(config.name() + ": filters", "expected at least one width");
-  const medical::Shape3 patch = shape3(config, "patch");
-  const int64_t reduction = int64_t{1} << filters.size();
-  for (const int64_t size : patch)
-    if (size % reduction != 0)
-      fail(config.name() + ": patch", "every size must be a multiple of 2^" + std::to_string(filters.size()) +
-                                          " (one halving per stage of `filters` plus the bottleneck)");
-  return Unet3dOptions().filters(filters);
-}
+// [D, H, W] from a setting whose rule holds it to three positive sizes.
+medical::Shape3 shape3(const std::vector<int64_t>& sizes) { return {sizes.at(0), sizes.at(1), sizes.at(2)}; }
 
 // "16x24x24"
 std::string shape_text(const medical::Shape3& shape) {
@@ -67,35 +53,32 @@ std::string shape_text(const medical::Shape3& shape) {
 // What no one setting's range says, before the log opens: the patch fits the model's halvings, every
 // sliding-window stride patch x (1 - validation_overlap) is at least a voxel (else the first evaluation
 // fails), and a rank's batch of patches is at most kMaxBatchVoxels.
-void check_settings(const Config& config, int64_t local_batch) {
-  model_options(config);
-  const medical::Shape3 patch = shape3(config, "patch");
-  const double overlap = config.number("validation_overlap");
-  for (const int64_t size : patch)
-    if (medical::window_stride(size, overlap) < 1)
+void check_settings(const Settings& preset, const Config& config, int64_t local_batch) {
+  const int64_t reduction = int64_t{1} << preset.filters.size();
+  for (const int64_t size : preset.patch)
+    if (size % reduction != 0)
+      fail(config.name() + ": patch", "every size must be a multiple of 2^" + std::to_string(preset.filters.size()) +
+                                          " (one halving per stage of `filters` plus the bottleneck)");
+  for (const int64_t size : preset.patch)
+    if (medical::window_stride(size, preset.validation_overlap) < 1)
       fail(config.name() + ": validation_overlap",
-           config.values().at("validation_overlap").dump() + " leaves a sliding-window stride below one voxel on the patch's side of " +
-               std::to_string(size) + " (stride = patch x (1 - overlap))");
+           config.values().at("validation_overlap").dump() +
+               " leaves a sliding-window stride below one voxel on the patch's side of " + std::to_string(size) +
+               " (stride = patch x (1 - overlap))");
+  const medical::Shape3 patch = shape3(preset.patch);
   if (local_batch > kMaxBatchVoxels / medical::voxel_count(patch))
     fail(config.name() + ": batch_size", std::to_string(local_batch) + " patches of " + shape_text(patch) +
                                              " per rank hold more than " + std::to_string(kMaxBatchVoxels) + " voxels");
 }
 
-LearningRateSchedule lr_schedule(const Config& config) {
+LearningRateSchedule lr_schedule(const Settings& preset) {
   LearningRateSchedule schedule;
-  schedule.init_lr = config.number("init_learning_rate");
-  schedule.lr = config.number("learning_rate");
-  schedule.warmup_epochs = config.integer("warmup_epochs");
-  schedule.decay_boundary_epochs = config.integers("decay_boundary_epochs");
-  schedule.decay_factor = config.number("decay_factor");
+  schedule.init_lr = preset.init_learning_rate;
+  schedule.lr = preset.learning_rate;
+  schedule.warmup_epochs = preset.warmup_epochs;
+  schedule.decay_boundary_epochs = preset.decay_boundary_epochs;
+  schedule.decay_factor = preset.decay_factor;
   return schedule;
-}
-
-torch::optim::SGD make_optimizer(Unet3d& model, const Config& config) {
-  return torch::optim::SGD(model->parameters(), torch::optim::SGDOptions(config.number("learning_rate"))
-                                                    .momentum(config.number("momentum"))
-                                                    .nesterov(true)
-                                                    .weight_decay(config.number("weight_decay")));
 }
 
 // One prepared case in memory, with its foreground components found once.
@@ -183,54 +166,137 @@ std::pair<torch::Tensor, torch::Tensor> as_tensors(Batch& batch, const medical::
   return {images.to(device), labels.to(device, torch::kInt64)};
 }
 
+// The seeded model, or --weights, under the v1.1 reference's Unet3D state_dict names (the module tree is written
+// with them), on `device` in training mode.
+Unet3d starting_model(const WorkloadSettings& settings, const Settings& preset, const torch::Device& device) {
+  seed_torch(settings);
+  Unet3d model(Unet3dOptions().filters(preset.filters));
+  if (!settings.weights.empty()) load_state_dict(settings.weights, module_state(*model));
+  model->to(device);
+  model->train();
+  return model;
+}
+
+// U-Net3D's model, SGD with Nesterov momentum, gradient exchange and loop, as a run, a bench and an export
+// build them.
+class Unet3dTrainer : public Trainer {
+ public:
+  Unet3dTrainer(const WorkloadSettings& settings, const parallel::ParallelContext& context, TrainerPurpose)
+      : config_(settings.config),
+        preset_(read_settings<Settings>(config_)),
+        context_(context),
+        model_(starting_model(settings, preset_, context.device)),
+        optimizer_(model_->parameters(), torch::optim::SGDOptions(preset_.learning_rate)
+                                             .momentum(preset_.momentum)
+                                             .nesterov(true)
+                                             .weight_decay(preset_.weight_decay)),
+        // No buffers: instance norm keeps no running statistics.
+        gradients_(*context.world, model_->parameters(), std::vector<torch::Tensor>{}),
+        loop_(config_, context.device, model_->parameters(), &gradients_) {}
+
+  // One update on a batch of this rank's patches and labels at `learning_rate`.
+  TrainingStep step(torch::Tensor images, torch::Tensor labels, double learning_rate) {
+    return training_step(model_, optimizer_, std::move(images), std::move(labels), learning_rate);
+  }
+  Unet3d& model() { return model_; }
+  TrainingLoop& loop() { return loop_; }
+  parallel::GradientSync* gradient_exchange() override { return &gradients_; }
+
+  std::vector<std::string> initialized_tensors() const override { return model_->initialized_tensor_names(); }
+
+  void save_model(const std::string& path) const override { save_state_dict(module_state(*model_), path); }
+
+  // The full step on a batch already in memory (normalised-CT-like values, random labels).
+  SyntheticStep synthetic_step(BenchRun& run) override {
+    model_->train();  // bench_before_training evaluated
+    const std::vector<int64_t>& patch = preset_.patch;
+    const auto images = torch::randn({run.local_batch, 1, patch[0], patch[1], patch[2]}, context_.device);
+    const auto labels = torch::randint(3, {run.local_batch, patch[0], patch[1], patch[2]},
+                                       torch::TensorOptions(torch::kInt64).device(context_.device));
+    return {[this, images, labels] { loop_.update(step(images, labels, 1e-4)); }, "samples",
+            3.0 * 2.0 * static_cast<double>(model_->forward_macs(patch)), "patch " + shape_text(shape3(patch))};
+  }
+
+  // Evaluation: sliding-window inference over one case of the preset's bench_eval_shape (a real KiTS19 case
+  // after resampling is about 128x256x256), its seconds and the peak memory it added. It runs before the
+  // training steps: trainbench keeps freed memory for reuse (util/allocator.h), so after a training step the
+  // evaluation would reuse the step's pages and its own peak would not show.
+  void bench_before_training(BenchRun&, std::ostream& out) override {
+    const medical::Shape3 eval_shape = shape3(preset_.bench_eval_shape);
+    const auto volume = torch::randn({eval_shape[0], eval_shape[1], eval_shape[2]}, context_.device);
+    const auto volume_labels = torch::randint(3, {eval_shape[0], eval_shape[1], eval_shape[2]},
+                                              torch::TensorOptions(torch::kUInt8).device(context_.device));
+    model_->eval();
+    const double overlap = preset_.validation_overlap;
+    const auto windows =
+        static_cast<int64_t>(medical::plan_sliding_windows(eval_shape, shape3(preset_.patch), overlap).origins.size());
+    reset_peak_resident();
+    const int64_t before = peak_resident_bytes();
+    const auto start = std::chrono::steady_clock::now();
+    const auto prediction = sliding_window_inference(model_, volume, volume_labels, preset_.patch, overlap,
+                                                     kEvalPadding, preset_.eval_window_batch);
+    dice_scores(prediction.logits, prediction.labels).sum().item<double>();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double added_mib = static_cast<double>(peak_resident_bytes() - before) / (1024.0 * 1024.0);
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "evaluation    %.2f s/case  (%lldx%lldx%lld case, %lld windows, %lld at a time, peak memory +%.0f "
+                  "MiB)\n",
+                  seconds, static_cast<long long>(eval_shape[0]), static_cast<long long>(eval_shape[1]),
+                  static_cast<long long>(eval_shape[2]), static_cast<long long>(windows),
+                  static_cast<long long>(preset_.eval_window_batch), added_mib);
+    out << line;
+  }
+
+ private:
+  const Config config_;  // the loop keeps a reference
+  const Settings preset_;
+  const parallel::ParallelContext context_;
+  Unet3d model_;
+  torch::optim::SGD optimizer_;
+  parallel::GradientSync gradients_;
+  TrainingLoop loop_;
+};
+
 class Unet3dWorkload : public WorkloadBase {
  public:
-  explicit Unet3dWorkload(WorkloadSettings settings) : WorkloadBase(std::move(settings)) {
-    check_settings(config_, local_batch("batch_size"));
+  explicit Unet3dWorkload(WorkloadSettings settings)
+      : WorkloadBase(std::move(settings)), preset_(read_settings<Settings>(config_)) {
+    check_settings(preset_, config_, local_batch("batch_size"));
   }
 
   WorkloadDescription describe() const override {
     WorkloadDescription description = base_description("samples");
     // Until open_data() knows samples_per_epoch, the schedule assumes the reference's 168 training cases.
     description.schedule = schedule_for(168, samples_per_epoch(168));
-    const std::vector<int64_t> patch = config_.integers("patch");
     description.hyperparameters = {
-        {"global_batch_size", config_.integer("batch_size")},
+        {"global_batch_size", preset_.batch_size},
         {"gradient_accumulation_steps", step_settings_.accumulation_steps},
         {"trainbench_precision", precision_name(step_settings_.precision)},
         {"opt_name", "nag"},
-        {"opt_base_learning_rate", config_.number("learning_rate")},
-        {"opt_learning_rate_warmup_epochs", config_.integer("warmup_epochs")},
-        {"opt_learning_rate_decay_boundary_epochs", config_.integers("decay_boundary_epochs")},
-        {"opt_learning_rate_decay_factor", config_.number("decay_factor")},
-        {"opt_weight_decay", config_.number("weight_decay")},
-        {"opt_momentum", config_.number("momentum")},
-        {"oversampling", config_.number("oversampling")},
-        {"training_input_shape", patch},
-        {"validation_input_shape", patch},
-        {"validation_overlap", config_.number("validation_overlap")},
+        {"opt_base_learning_rate", preset_.learning_rate},
+        {"opt_learning_rate_warmup_epochs", preset_.warmup_epochs},
+        {"opt_learning_rate_decay_boundary_epochs", preset_.decay_boundary_epochs},
+        {"opt_learning_rate_decay_factor", preset_.decay_factor},
+        {"opt_weight_decay", preset_.weight_decay},
+        {"opt_momentum", preset_.momentum},
+        {"oversampling", preset_.oversampling},
+        {"training_input_shape", preset_.patch},
+        {"validation_input_shape", preset_.patch},
+        {"validation_overlap", preset_.validation_overlap},
         {"trainbench_model", config_.string("summary")},
     };
     return description;
   }
 
   std::vector<std::string> build() override {
-    seed_torch(settings_);
     require_data_dir(kDataset);
-    model_ = Unet3d(model_options(config_));
-    if (!settings_.weights.empty()) load_state_dict(settings_.weights, module_state(*model_));
-    model_->to(device_);
-    model_->train();
-    optimizer_.emplace(make_optimizer(model_, config_));
-    gradients_.emplace(*communicator_, model_->parameters(), std::vector<torch::Tensor>{});
-    loop_.emplace(config_, device_, model_->parameters(), &*gradients_);
-    schedule_ = lr_schedule(config_);
-    patch_options_.patch = shape3(config_, "patch");
-    patch_options_.oversampling = config_.number("oversampling");
-    return model_->initialized_tensor_names();
+    trainer_ = std::make_unique<Unet3dTrainer>(settings_, parallel_context(), TrainerPurpose::kRun);
+    schedule_ = lr_schedule(preset_);
+    patch_options_.patch = shape3(preset_.patch);
+    patch_options_.oversampling = preset_.oversampling;
+    return trainer_->initialized_tensors();
   }
-
-  void save_weights(const std::string& path) const override { save_state_dict(module_state(*model_), path); }
 
   DataSummary open_data() override {
     const medical::Kits19Split split = medical::split_prepared_cases(settings_.data_dir);
@@ -265,28 +331,29 @@ class Unet3dWorkload : public WorkloadBase {
   }
 
   BlockReport train(const Block& block, RunControl& control) override {
-    model_->train();
-    const int64_t steps_per_epoch = samples_per_epoch_ / config_.integer("batch_size");
+    trainer_->model()->train();
+    TrainingLoop& loop = trainer_->loop();
+    const int64_t steps_per_epoch = samples_per_epoch_ / preset_.batch_size;
     const auto first_epoch = static_cast<int64_t>(block.first_epoch_num);
     const int64_t last_epoch = first_epoch + static_cast<int64_t>(block.epoch_count) - 1;
-    loop_->begin_block(control);
+    loop.begin_block(control);
     for (int64_t epoch = first_epoch; epoch <= last_epoch; ++epoch) {
       const double learning_rate = schedule_.at_epoch(epoch);
       for (int64_t step_in_epoch = 0; step_in_epoch < steps_per_epoch; ++step_in_epoch) {
         const int64_t step = (epoch - 1) * steps_per_epoch + step_in_epoch;
-        Batch batch = loop_->fetch([&] { return next_batch(step); });
+        Batch batch = loop.fetch([&] { return next_batch(step); });
         prefetch(step + 1);
         const auto [images, labels] = as_tensors(batch, patch_options_.patch, device_);
-        loop_->train(training_step(model_, *optimizer_, images, labels, learning_rate));
+        loop.train(trainer_->step(images, labels, learning_rate));
       }
     }
-    return loop_->end_block();
+    return loop.end_block();
   }
 
   Metric evaluate(const Block&, RunControl& control) override {
     torch::NoGradGuard no_grad;
-    model_->eval();
-    const std::vector<int64_t> roi = config_.integers("patch");
+    Unet3d& model = trainer_->model();
+    model->eval();
     std::vector<double> sums{0, 0, 0};  // kidney Dice, tumour Dice, cases: summed over ranks exactly
     if (eval_cases_.empty()) eval_cases_ = load_cases(eval_files_, false);  // read when first needed, as training's
     for (Case& evaluated : eval_cases_) {
@@ -295,15 +362,15 @@ class Unet3dWorkload : public WorkloadBase {
       const auto labels = torch::from_blob(evaluated.label.data(), {evaluated.shape[0], evaluated.shape[1], evaluated.shape[2]},
                                            torch::kUInt8).to(device_);
       const WindowedPrediction prediction =
-          sliding_window_inference(model_, volume, labels, roi, config_.number("validation_overlap"), kEvalPadding,
-                                   config_.integer("eval_window_batch"));
+          sliding_window_inference(model, volume, labels, preset_.patch, preset_.validation_overlap, kEvalPadding,
+                                   preset_.eval_window_batch);
       const torch::Tensor scores = dice_scores(prediction.logits, prediction.labels).to(torch::kCPU, torch::kFloat64);
       sums[0] += scores[0][0].item<double>();
       sums[1] += scores[0][1].item<double>();
       sums[2] += 1;
       control.check_interrupt();
     }
-    model_->train();
+    model->train();
     communicator_->sum(sums);
     if (sums[2] != static_cast<double>(eval_count_)) fail("unet3d evaluation", "the ranks did not evaluate every case once");
     const double kidney = sums[0] / sums[2], tumour = sums[1] / sums[2];
@@ -313,8 +380,10 @@ class Unet3dWorkload : public WorkloadBase {
   }
 
  private:
+  const Trainer& trainer() const override { return *trainer_; }
+
   int64_t samples_per_epoch(int64_t train_samples) const {
-    const int64_t global_batch = config_.integer("batch_size");
+    const int64_t global_batch = preset_.batch_size;
     return (train_samples + global_batch - 1) / global_batch * global_batch;
   }
 
@@ -322,14 +391,14 @@ class Unet3dWorkload : public WorkloadBase {
   // CEILING(every * N / samples_per_epoch), not converged after CEILING(max * N / samples_per_epoch), with N the
   // training set's size (168 for KiTS19) and start/every/max the preset's (1000, 20, 10000 for the rules).
   EvalSchedule schedule_for(int64_t train_samples, int64_t per_epoch) const {
-    const auto scaled = [&](const std::string& key) {
-      return std::ceil(static_cast<double>(config_.integer(key)) * static_cast<double>(train_samples) /
+    const auto scaled = [&](int64_t epochs) {
+      return std::ceil(static_cast<double>(epochs) * static_cast<double>(train_samples) /
                        static_cast<double>(per_epoch));
     };
     EvalSchedule schedule;
-    schedule.first_block = scaled("start_eval_at");
-    schedule.interval = scaled("evaluate_every");
-    schedule.max_epochs = scaled("max_epochs");
+    schedule.first_block = scaled(preset_.start_eval_at);
+    schedule.interval = scaled(preset_.evaluate_every);
+    schedule.max_epochs = scaled(preset_.max_epochs);
     return schedule;
   }
 
@@ -350,10 +419,8 @@ class Unet3dWorkload : public WorkloadBase {
                           static_cast<uint64_t>(settings_.seed), step, communicator_->rank());
   }
 
-  Unet3d model_{nullptr};
-  std::optional<torch::optim::SGD> optimizer_;
-  std::optional<parallel::GradientSync> gradients_;
-  std::optional<TrainingLoop> loop_;
+  const Settings preset_;
+  std::unique_ptr<Unet3dTrainer> trainer_;
   LearningRateSchedule schedule_;
   medical::PatchOptions patch_options_;
   std::deque<TrainingCase> train_cases_;  // a deque: TrainingCase does not move
@@ -368,8 +435,9 @@ class Unet3dWorkload : public WorkloadBase {
 // the reference's, as its preprocess_dataset.py verify_dataset does (audit U2). A difference is an Error
 // naming the files; the prepared files stay.
 void prepare_dataset(const Config& config, const std::string& in_dir, const std::string& out_dir) {
-  medical::prepare_kits19(in_dir, out_dir, shape3(config, "patch"));
-  const std::string checksums = config.string("reference_checksums");
+  const Settings preset = read_settings<Settings>(config);
+  medical::prepare_kits19(in_dir, out_dir, shape3(preset.patch));
+  const std::string& checksums = preset.reference_checksums;
   if (checksums.empty()) return;
   const medical::ChecksumComparison comparison = medical::compare_with_checksums(out_dir, checksums);
   if (comparison.differing.empty() && comparison.missing.empty()) return;
@@ -388,89 +456,26 @@ void prepare_dataset(const Config& config, const std::string& in_dir, const std:
 
 // Generated KiTS19-layout cases in <out_dir>/kits19 and their prepared form in <out_dir>.
 void make_dataset(const Config& config, const std::string& out_dir, int64_t seed) {
-  if (!config.values().contains("dataset"))
+  const Settings preset = read_settings<Settings>(config);
+  if (!preset.dataset)
     fail("--preset " + config.name(), "has no generated dataset; prepare KiTS19 with `trainbench data prepare unet3d`");
-  const Config dataset(config.name() + ": dataset", config.values().at("dataset"));
   medical::PhantomOptions options;
-  const std::vector<double> extent = dataset.numbers("extent_mm");
-  if (extent.size() != 3) fail(config.name() + ": dataset.extent_mm", "expected three lengths in mm");
-  options.extent_mm = {extent[0], extent[1], extent[2]};
-  options.noise_hu = dataset.number("noise_hu");
-  options.tumour_probability = dataset.number("tumour_probability");
+  const std::vector<double>& extent = preset.dataset->extent_mm;  // three lengths: its rule says so
+  options.extent_mm = {extent.at(0), extent.at(1), extent.at(2)};
+  options.noise_hu = preset.dataset->noise_hu;
+  options.tumour_probability = preset.dataset->tumour_probability;
   options.seed = static_cast<uint64_t>(seed);
   const std::string raw = (fs::path(out_dir) / "kits19").string();
   medical::make_kits19_phantoms(raw, options);
   prepare_dataset(config, raw, out_dir);
 }
 
-// Evaluation: sliding-window inference over one case of the preset's bench_eval_shape (a real KiTS19 case
-// after resampling is about 128x256x256), its seconds and the peak memory it added. It runs before the
-// training steps: trainbench keeps freed memory for reuse (util/allocator.h), so after a training step the
-// evaluation would reuse the step's pages and its own peak would not show.
-void bench_evaluation(Unet3d& model, const Config& config, const medical::Shape3& patch, torch::Device device,
-                      std::ostream& out) {
-  const std::vector<int64_t> patch_list(patch.begin(), patch.end());
-  const medical::Shape3 eval_shape = shape3(config, "bench_eval_shape");
-  const auto volume = torch::randn({eval_shape[0], eval_shape[1], eval_shape[2]}, device);
-  const auto volume_labels =
-      torch::randint(3, {eval_shape[0], eval_shape[1], eval_shape[2]}, torch::TensorOptions(torch::kUInt8).device(device));
-  model->eval();
-  const int64_t windows = static_cast<int64_t>(
-      medical::plan_sliding_windows(eval_shape, patch, config.number("validation_overlap")).origins.size());
-  reset_peak_resident();
-  const int64_t before = peak_resident_bytes();
-  const auto start = std::chrono::steady_clock::now();
-  const auto prediction = sliding_window_inference(model, volume, volume_labels, patch_list, config.number("validation_overlap"),
-                                                   kEvalPadding, config.integer("eval_window_batch"));
-  dice_scores(prediction.logits, prediction.labels).sum().item<double>();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double added_mib = static_cast<double>(peak_resident_bytes() - before) / (1024.0 * 1024.0);
-  char line[256];
-  std::snprintf(line, sizeof(line),
-                "evaluation    %.2f s/case  (%lldx%lldx%lld case, %lld windows, %lld at a time, peak memory +%.0f MiB)\n",
-                seconds, static_cast<long long>(eval_shape[0]), static_cast<long long>(eval_shape[1]),
-                static_cast<long long>(eval_shape[2]), static_cast<long long>(windows),
-                static_cast<long long>(config.integer("eval_window_batch")), added_mib);
-  out << line;
-}
-
-void bench(const WorkloadSettings& settings, const BenchSettings& bench_settings, std::ostream& out) {
-  const Config& config = settings.config;
-  BenchRun run(settings, bench_settings);
-  const torch::Device device = run.device;
-  const medical::Shape3 patch = shape3(config, "patch");
-  const std::vector<int64_t> patch_list(patch.begin(), patch.end());
-  Unet3d model(model_options(config));
-  model->to(device);
-  auto optimizer = make_optimizer(model, config);
-  parallel::GradientSync gradients(*run.communicator, model->parameters(), {});
-  if (!run.memory_only()) bench_evaluation(model, config, patch, device, out);
-
-  model->train();
-  // Training throughput: the full step on a batch already in memory (normalised-CT-like values, random labels).
-  const auto images = torch::randn({run.local_batch, 1, patch[0], patch[1], patch[2]}, device);
-  const auto labels = torch::randint(3, {run.local_batch, patch[0], patch[1], patch[2]},
-                                     torch::TensorOptions(torch::kInt64).device(device));
-  TrainingLoop loop(config, device, model->parameters(), &gradients);
-  const double step_time = run.training_step_seconds([&] { loop.update(training_step(model, optimizer, images, labels, 1e-4)); });
-  run.print_training(out, step_time, "samples", 3.0 * 2.0 * static_cast<double>(model->forward_macs(patch_list)),
-                     "patch " + std::to_string(patch[0]) + "x" + std::to_string(patch[1]) + "x" + std::to_string(patch[2]));
-}
-
-// checkpoint export: the model a run of `settings` starts from, as build() makes it, under the v1.1 reference's Unet3D
-// state_dict names (the module tree is written with them).
-void export_weights(const WorkloadSettings& settings, const std::string& out_path) {
-  seed_torch(settings);
-  Unet3d model(model_options(settings.config));
-  if (!settings.weights.empty()) load_state_dict(settings.weights, module_state(*model));
-  save_state_dict(module_state(*model), out_path);
-}
-
 }  // namespace
 
 WorkloadEntry registry_entry() {
   return {"unet3d", "Medical image segmentation: 3-D U-Net on KiTS19, target mean Dice (kidney, tumour) 0.908",
-          trainbench_presets_unet3d, kDataset, construct_workload<Unet3dWorkload>, bench, make_dataset, prepare_dataset, export_weights};
+          trainbench_presets_unet3d, kDataset, construct_workload<Unet3dWorkload>,
+          construct_trainer<Unet3dTrainer>, make_dataset, prepare_dataset};
 }
 
 }  // namespace trainbench::unet3d

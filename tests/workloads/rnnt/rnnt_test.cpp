@@ -19,10 +19,12 @@
 #include "support/error_message.h"
 #include "support/quality_gate.h"
 #include "support/torch_pickle.h"
+#include "support/typed_settings.h"
 #include "util/file_digest.h"
 #include "optim/lamb.h"
 #include "workloads/registry.h"
 #include "workloads/rnnt/model.h"
+#include "workloads/rnnt/settings.h"
 
 namespace trainbench::rnnt {
 namespace {
@@ -224,7 +226,8 @@ TEST(RnntModel, TwoStepsAndGreedyDecodingMatchTheReferencesOwnCode) {
 
   update_ema(ema, model, 0.0);
   const std::vector<torch::Tensor> parameters = model->parameters();
-  optim::Lamb optimizer(parameters, optim::LambOptions().beta1(0.9).beta2(0.999).epsilon(1e-9).weight_decay(1e-3).max_grad_norm(1.0));
+  optim::Lamb optimizer(optim::all_decaying(parameters),
+                        optim::LambOptions().beta1(0.9).beta2(0.999).epsilon(1e-9).weight_decay(1e-3).max_grad_norm(1.0));
   model->train();
   const Config step_config = testing::step_config(1);
   TrainingLoop loop(step_config, torch::kCPU, parameters, nullptr);
@@ -247,6 +250,10 @@ TEST(RnntModel, TwoStepsAndGreedyDecodingMatchTheReferencesOwnCode) {
       want.push_back(static_cast<int>(reference[b][i].item<int64_t>()));
     EXPECT_EQ(decoded[static_cast<size_t>(b)], want) << "utterance " << b;
   }
+}
+
+TEST(RnntSettings, TheSettingsStructReadsEverySettingOfSettingsJson) {
+  testing::expect_settings_struct_matches_rules<Settings>("rnnt");
 }
 
 TEST(RnntSchedule, WarmsUpHoldsAndDecaysExponentially) {
@@ -273,7 +280,7 @@ TEST(RnntModel, AccumulatedMicroBatchesGiveTheFullBatchsGradient) {
   Rnnt model(small_options());
   model->to(torch::kFloat64);
   model->train();
-  optim::Lamb optimizer(model->parameters(), optim::LambOptions());
+  optim::Lamb optimizer(optim::all_decaying(model->parameters()), optim::LambOptions());
   const auto features = torch::randn({4, 9, 12}, torch::kFloat64);
   const auto frame_counts = torch::tensor({9, 7, 8, 5}, torch::kInt64);
   const auto tokens = torch::randint(6, {4, 3}, torch::kInt64);

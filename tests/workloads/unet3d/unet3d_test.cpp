@@ -19,7 +19,9 @@
 #include "support/quality_gate.h"
 #include "support/rules_tensors.h"
 #include "support/torch_pickle.h"
+#include "support/typed_settings.h"
 #include "workloads/unet3d/model.h"
+#include "workloads/unet3d/settings.h"
 
 namespace trainbench::unet3d {
 namespace {
@@ -176,6 +178,10 @@ WorkloadSettings tiny_settings(const std::vector<std::string>& overrides, const 
 }
 
 // Issue 32: validation_overlap 1 was refused only at the first evaluation, after a committed log.
+TEST(Unet3dSettings, TheSettingsStructReadsEverySettingOfSettingsJson) {
+  testing::expect_settings_struct_matches_rules<Settings>("unet3d");
+}
+
 TEST(Unet3dSettings, RulesAcrossSettingsAreRefusedByNameWhenTheWorkloadIsBuilt) {
   const auto refusal = [](const std::vector<std::string>& overrides) {
     return testing::error_message([&] { find_workload("unet3d").create(tiny_settings(overrides)); });
