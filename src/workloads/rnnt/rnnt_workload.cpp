@@ -133,12 +133,10 @@ void bench_features(const BenchRun& run, double seconds, std::ostream& out) {
 }
 
 // RNN-T's model, its EMA, LAMB, gradient exchange and loop, as a run, a bench and an export build them.
-class RnntTrainer : public Trainer {
+class RnntTrainer : public TrainerOf<Settings> {
  public:
   RnntTrainer(const WorkloadSettings& settings, const parallel::ParallelContext& context, TrainerPurpose purpose)
-      : config_(settings.config),
-        preset_(read_settings<Settings>(config_)),
-        context_(context),
+      : TrainerOf(settings, context),
         model_(starting_model(settings, preset_, context.device)),
         gradients_(*context.world, model_->parameters(), std::vector<torch::Tensor>{}),
         ema_(ema_model(preset_, model_, context.device, purpose)),
@@ -213,9 +211,6 @@ class RnntTrainer : public Trainer {
     out << line;
   }
 
-  const Config config_;  // the loop keeps a reference
-  const Settings preset_;
-  const parallel::ParallelContext context_;
   Rnnt model_;
   parallel::GradientSync gradients_;
   Rnnt ema_;  // empty but in a run

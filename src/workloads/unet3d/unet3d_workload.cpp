@@ -179,12 +179,10 @@ Unet3d starting_model(const WorkloadSettings& settings, const Settings& preset, 
 
 // U-Net3D's model, SGD with Nesterov momentum, gradient exchange and loop, as a run, a bench and an export
 // build them.
-class Unet3dTrainer : public Trainer {
+class Unet3dTrainer : public TrainerOf<Settings> {
  public:
   Unet3dTrainer(const WorkloadSettings& settings, const parallel::ParallelContext& context, TrainerPurpose)
-      : config_(settings.config),
-        preset_(read_settings<Settings>(config_)),
-        context_(context),
+      : TrainerOf(settings, context),
         model_(starting_model(settings, preset_, context.device)),
         optimizer_(model_->parameters(), torch::optim::SGDOptions(preset_.learning_rate)
                                              .momentum(preset_.momentum)
@@ -249,9 +247,6 @@ class Unet3dTrainer : public Trainer {
   }
 
  private:
-  const Config config_;  // the loop keeps a reference
-  const Settings preset_;
-  const parallel::ParallelContext context_;
   Unet3d model_;
   torch::optim::SGD optimizer_;
   parallel::GradientSync gradients_;
