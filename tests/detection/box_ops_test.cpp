@@ -1,12 +1,12 @@
 // The LibTorch box ops: IoU, conversions, clipping and box coding by hand; NMS and batched NMS against
 // torchvision.ops (Debian's python3-torchvision) on a few hundred overlapping boxes of several classes.
-#include <cstdlib>
 #include <filesystem>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "detection/box_ops.h"
+#include "support/python_script.h"
 #include "support/torch_pickle.h"
 
 namespace trainbench::detection {
@@ -57,9 +57,9 @@ TEST(DetectionBoxOps, NmsMatchesTorchvision) {
   inputs.insert("scores", scores);
   inputs.insert("classes", classes);
   testing::save_dict(inputs, dir / "inputs.pt");
-  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_NMS_REFERENCE_SCRIPT + " " +
-                              (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << "reference failed (is python3-torchvision installed?): " << command;
+  const testing::PythonRun run = testing::run_python_script(
+      TRAINBENCH_NMS_REFERENCE_SCRIPT, (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string());
+  ASSERT_TRUE(testing::succeeded(run)) << "is python3-torchvision installed?";
   const auto expected = testing::load_dict(dir / "expected.pt");
   fs::remove_all(dir);
 

@@ -4,7 +4,6 @@
 // targets against values worked out by hand and the COCO polygon rasteriser.
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -16,6 +15,7 @@
 #include "detection/rcnn_ops.h"
 #include "detection/rcnn_targets.h"
 #include "support/error_message.h"
+#include "support/python_script.h"
 #include "support/torch_pickle.h"
 
 namespace trainbench::detection {
@@ -105,14 +105,13 @@ ReferenceRun run_reference() {
   const fs::path dir = fs::temp_directory_path() / ("trainbench_rcnn_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   testing::save_dict(run.inputs, dir / "inputs.pt");
-  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_RCNN_REFERENCE_SCRIPT + " " +
-                              (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string();
-  const bool ran = std::system(command.c_str()) == 0;
-  if (ran)
+  const testing::PythonRun reference = testing::run_python_script(
+      TRAINBENCH_RCNN_REFERENCE_SCRIPT, (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string());
+  if (reference.ok())
     for (const auto& entry : testing::load_dict(dir / "expected.pt"))
       run.results[entry.key().toStringRef()] = entry.value().toTensor();
   fs::remove_all(dir);
-  if (!ran) throw std::runtime_error("reference failed (is python3-torchvision installed?): " + command);
+  testing::or_throw(reference);
   return run;
 }
 

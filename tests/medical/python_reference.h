@@ -11,9 +11,10 @@ namespace trainbench::medical::testing {
 
 using trainbench::testing::python_has;
 
-// stdout of `medical_reference.py <arguments>`; fails the test when the script fails.
+// stdout of `medical_reference.py <arguments>`; fails and stops the test when the script fails.
 inline std::string run_reference(const std::string& arguments) {
-  return trainbench::testing::run_python_script(TRAINBENCH_MEDICAL_REFERENCE_SCRIPT, arguments);
+  const auto run = trainbench::testing::run_python_script(TRAINBENCH_MEDICAL_REFERENCE_SCRIPT, arguments);
+  return trainbench::testing::or_throw(run).output;
 }
 
 inline nlohmann::json run_reference_json(const std::string& arguments) { return nlohmann::json::parse(run_reference(arguments)); }

@@ -12,6 +12,7 @@
 #include "data/test_files.h"
 #include "speech/audio.h"
 #include "support/float_file.h"
+#include "support/python_script.h"
 
 namespace trainbench::speech {
 namespace {
@@ -100,8 +101,7 @@ TEST(SpeechAudio, DaliResampleMatchesAnIndependentNumpyModel) {
   // The model as written, then with a 15-lobe window and with DALI's SSE rounding replaced by truncation: the
   // comparison must tell the last two apart from this resampler.
   const auto largest_difference = [&](const std::string& options) {
-    const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_DALI_REFERENCE_SCRIPT + " " + dir.path().string() + options;
-    EXPECT_EQ(std::system(command.c_str()), 0) << "reference failed (python3-numpy installed?): " << command;
+    testing::or_throw(testing::run_python_script(TRAINBENCH_DALI_REFERENCE_SCRIPT, dir.path().string() + options));
     double worst = 0;
     for (const Case& c : cases) {
       const std::vector<float> expected = read_floats(dir / (c.name + ".out.f32"));

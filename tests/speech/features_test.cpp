@@ -14,6 +14,7 @@
 #include "data/test_files.h"
 #include "speech/audio.h"
 #include "support/float_file.h"
+#include "support/python_script.h"
 #include "speech/features.h"
 
 namespace trainbench::speech {
@@ -46,10 +47,10 @@ TEST(SpeechFeatures, MatchTorchaudioBeforeAugmentation) {
     std::ofstream out(dir / "samples.f32", std::ios::binary);
     out.write(reinterpret_cast<const char*>(signal.data()), static_cast<std::streamsize>(signal.size() * sizeof(float)));
   }
-  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_FEATURES_REFERENCE_SCRIPT + " " +
-                              (dir / "samples.f32").string() + " " + (dir / "features.f32").string() + " " +
-                              (dir / "fbank.f32").string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << "reference failed (python3-torchaudio installed?): " << command;
+  const testing::PythonRun run = testing::run_python_script(
+      TRAINBENCH_FEATURES_REFERENCE_SCRIPT,
+      (dir / "samples.f32").string() + " " + (dir / "features.f32").string() + " " + (dir / "fbank.f32").string());
+  ASSERT_TRUE(testing::succeeded(run)) << "is python3-torchaudio installed?";
 
   const FeaturePipeline pipeline{FeatureOptions{}};
   const std::vector<float> fbank = read_floats(dir / "fbank.f32");
@@ -119,8 +120,8 @@ TEST(SpeechFeatures, TrimMatchesAnIndependentNumpyModelOfDali) {
     list << "nonsilent " << name << " -60\n";
   }
   list.close();
-  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_DALI_REFERENCE_SCRIPT + " " + dir.path().string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << "reference failed (python3-numpy installed?): " << command;
+  const testing::PythonRun run = testing::run_python_script(TRAINBENCH_DALI_REFERENCE_SCRIPT, dir.path().string());
+  ASSERT_TRUE(testing::succeeded(run)) << "is python3-numpy installed?";
   const FeaturePipeline pipeline{FeatureOptions{}};
   for (const auto& [name, samples] : cases) {
     std::ifstream in(dir / (name + ".region"));

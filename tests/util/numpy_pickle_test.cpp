@@ -28,9 +28,9 @@ std::string raw(const char (&text)[N]) {
 
 bool python_has_numpy() { return testing::python_has("numpy"); }
 
-// stdout of `numpy_pickle_reference.py <arguments>`; fails the test when the script fails.
+// stdout of `numpy_pickle_reference.py <arguments>`; fails and stops the test when the script fails.
 std::string run_reference(const std::string& arguments) {
-  return testing::run_python_script(TRAINBENCH_NUMPY_PICKLE_REFERENCE_SCRIPT, arguments);
+  return testing::or_throw(testing::run_python_script(TRAINBENCH_NUMPY_PICKLE_REFERENCE_SCRIPT, arguments)).output;
 }
 
 // The script's values: (k % 17 - 8) / 8 + index for the k-th element of the index-th array.

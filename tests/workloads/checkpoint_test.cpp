@@ -4,14 +4,13 @@
 // same input.
 #include "workloads/checkpoint.h"
 
-#include <cstdlib>
 #include <fstream>
-#include <sys/wait.h>
 
 #include <gtest/gtest.h>
 
 #include "data/test_files.h"
 #include "support/error_message.h"
+#include "support/python_script.h"
 #include "support/torch_pickle.h"
 #include "workloads/registry.h"
 #include "workloads/resnet/model.h"
@@ -57,11 +56,11 @@ class CheckpointTest : public ::testing::Test {
     case_dict.insert("output", output.detach());
     const std::string case_file = path(benchmark + "_case.pt");
     testing::save_dict(case_dict, case_file);
-    const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_CHECKPOINT_REFERENCE_SCRIPT + " " + benchmark +
-                                " " + state + " " + case_file + " " + TRAINBENCH_REFERENCE_CODE_DIR;
-    const int status = std::system(command.c_str());
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) return false;
-    EXPECT_EQ(status, 0) << "the official model refused the file or disagreed: " << command;
+    const testing::PythonRun run = testing::run_python_script(
+        TRAINBENCH_CHECKPOINT_REFERENCE_SCRIPT,
+        benchmark + " " + state + " " + case_file + " " + TRAINBENCH_REFERENCE_CODE_DIR);
+    if (run.missing_reference_code()) return false;
+    EXPECT_TRUE(testing::succeeded(run)) << "the official model refused the file or disagreed";
     return true;
   }
 

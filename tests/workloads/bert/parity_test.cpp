@@ -4,15 +4,13 @@
 // every gradient, then the second step's loss and all weights after two LAMB steps must agree. The reference's
 // final weights come back as NVIDIA's state_dict, which load_checkpoint reads, so the checkpoint format is
 // tested on a real file of that layout.
-#include <sys/wait.h>
-
-#include <cstdlib>
 #include <filesystem>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "support/accumulation.h"
+#include "support/python_script.h"
 #include "support/torch_pickle.h"
 #include "util/error.h"
 #include "workloads/bert/pretraining.h"
@@ -76,12 +74,11 @@ TEST(BertParity, TwoLambStepsMatchNvidiasBertForPretraining) {
     inputs.insert("setting." + key, torch::tensor(value, torch::kFloat64));
   save_dict(inputs, dir / "inputs.pt");
 
-  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_BERT_REFERENCE_SCRIPT + " " +
-                              (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string() + " " +
-                              (dir / "checkpoint.pt").string() + " " + TRAINBENCH_REFERENCE_CODE_DIR;
-  const int status = std::system(command.c_str());
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
-  ASSERT_EQ(status, 0) << "reference failed (is python3-torch installed?): " << command;
+  const testing::PythonRun run = testing::run_python_script(
+      TRAINBENCH_BERT_REFERENCE_SCRIPT, (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string() + " " +
+                                            (dir / "checkpoint.pt").string() + " " + TRAINBENCH_REFERENCE_CODE_DIR);
+  if (run.missing_reference_code()) GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
+  ASSERT_TRUE(testing::succeeded(run)) << "is python3-torch installed?";
   const auto expected = load_dict(dir / "expected.pt");
   const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
 

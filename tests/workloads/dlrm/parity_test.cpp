@@ -2,13 +2,13 @@
 // python3-torch (dlrm_reference.py: per-table EmbeddingBag(sparse=True), torch.optim.SGD, BCELoss): same
 // initial weights and batch, two training steps, then losses, probabilities and every weight must agree.
 // float32, the type training uses, so the hand-written embedding update is the one under test.
-#include <cstdlib>
 #include <filesystem>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "support/accumulation.h"
+#include "support/python_script.h"
 #include "support/torch_pickle.h"
 #include "workloads/dlrm/model.h"
 
@@ -52,9 +52,9 @@ TEST(DlrmParity, TwoSgdStepsMatchAnIndependentPyTorchImplementation) {
   inputs.insert("setting.schedule", torch::tensor({schedule.base_lr, 4.0, 10.0, 5.0, 20.0}, torch::kFloat64));
   save_dict(inputs, dir / "inputs.pt");
 
-  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_DLRM_REFERENCE_SCRIPT + " " +
-                              (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << "reference failed (is python3-torch installed?): " << command;
+  const testing::PythonRun run = testing::run_python_script(
+      TRAINBENCH_DLRM_REFERENCE_SCRIPT, (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string());
+  ASSERT_TRUE(testing::succeeded(run)) << "is python3-torch installed?";
   const auto expected = load_dict(dir / "expected.pt");
   const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
 

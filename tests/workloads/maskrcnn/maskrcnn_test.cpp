@@ -2,8 +2,6 @@
 // under python3-torch + torchvision (maskrcnn_reference.py), the test-time post-processing's shape rules, the
 // backbone converter, and the quality gate (the tiny preset through the harness, its log reviewed, BBOX and SEGM
 // both reached).
-#include <sys/wait.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +14,7 @@
 
 #include "support/accumulation.h"
 #include "support/error_message.h"
+#include "support/python_script.h"
 #include "support/quality_gate.h"
 #include "support/rules_tensors.h"
 #include "support/torch_pickle.h"
@@ -202,12 +201,11 @@ TEST(MaskRcnnParity, OneStepsFiveLossesAndEveryGradientMatchTheReferencesOwnGene
   setting("roi_positive_fraction", torch::tensor(options.roi_positive_fraction()));
   save_dict(inputs, dir / "inputs.pt");
 
-  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_MASKRCNN_REFERENCE_SCRIPT + " " +
-                              (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string() + " " +
-                              TRAINBENCH_REFERENCE_CODE_DIR;
-  const int status = std::system(command.c_str());
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
-  ASSERT_EQ(status, 0) << "reference failed (are python3-torch and python3-torchvision installed?): " << command;
+  const testing::PythonRun run = testing::run_python_script(
+      TRAINBENCH_MASKRCNN_REFERENCE_SCRIPT,
+      (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string() + " " + TRAINBENCH_REFERENCE_CODE_DIR);
+  if (run.missing_reference_code()) GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
+  ASSERT_TRUE(testing::succeeded(run)) << "are python3-torch and python3-torchvision installed?";
   const auto expected = load_dict(dir / "expected.pt");
   const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
 
@@ -250,15 +248,13 @@ TEST(MaskRcnnModel, LoadsTorchvisionResNetWeightsConvertedByTheScript) {
   fs::create_directories(dir);
   // torchvision's ResNet-50 layout with one bottleneck per stage (the converter takes any bottleneck ResNet), so
   // the test stays fast; the body's names and widths are ResNet-50's. Batch-norm statistics are made non-trivial.
-  const std::string make =
-      "/usr/bin/python3 -c \"import torch, torchvision; from torchvision.models.resnet import ResNet, Bottleneck; "
+  ASSERT_TRUE(testing::succeeded(testing::run_python(
+      "-c \"import torch, torchvision; from torchvision.models.resnet import ResNet, Bottleneck; "
       "torch.manual_seed(1); m = ResNet(Bottleneck, [1, 1, 1, 1]); "
-      "[b.running_var.uniform_(0.5, 2) for b in m.modules() if isinstance(b, torch.nn.BatchNorm2d)]; m.bn1.running_var.fill_(1); "
-      "torch.save(m.state_dict(), '" + (dir / "resnet.pth").string() + "')\"";
-  ASSERT_EQ(std::system(make.c_str()), 0) << make;
-  const std::string convert = std::string("/usr/bin/python3 ") + TRAINBENCH_CONVERT_SCRIPT + " " +
-                              (dir / "resnet.pth").string() + " " + (dir / "body.pt").string() + " > /dev/null";
-  ASSERT_EQ(std::system(convert.c_str()), 0) << convert;
+      "[b.running_var.uniform_(0.5, 2) for b in m.modules() if isinstance(b, torch.nn.BatchNorm2d)]; "
+      "m.bn1.running_var.fill_(1); torch.save(m.state_dict(), '" + (dir / "resnet.pth").string() + "')\"")));
+  ASSERT_TRUE(testing::succeeded(testing::run_python_script(
+      TRAINBENCH_CONVERT_SCRIPT, (dir / "resnet.pth").string() + " " + (dir / "body.pt").string())));
   MaskRcnn model(small_options().body_widths({64, 128, 256, 512}).backbone_weights(BackboneWeights::kTorchvision));
   model->load_backbone((dir / "body.pt").string());
   // torchvision's ResNet-50 strides each stage in the 3x3 convolution (and the projection).
@@ -291,9 +287,8 @@ TEST(MaskRcnnModel, LoadsMsraCaffe2WeightsUnderTheReferencesNames) {
   const fs::path dir = fs::temp_directory_path() / ("trainbench_maskrcnn_msra_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string pickle = (dir / "R-50.pkl").string(), renamed = (dir / "renamed.pt").string();
-  const std::string make = std::string("/usr/bin/python3 ") + TRAINBENCH_MSRA_WEIGHTS_SCRIPT + " " + pickle + " " +
-                           renamed + " 8,16,32,64 1,2,1,1";
-  ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  ASSERT_TRUE(testing::succeeded(
+      testing::run_python_script(TRAINBENCH_MSRA_WEIGHTS_SCRIPT, pickle + " " + renamed + " 8,16,32,64 1,2,1,1")));
   MaskRcnn model(small_options().blocks_per_stage({1, 2, 1, 1}));
   model->load_backbone(pickle);
   const auto expected = load_dict(renamed);

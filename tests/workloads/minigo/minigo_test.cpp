@@ -4,7 +4,6 @@
 // the settings refused by name before a run's first block, and the quality gate:
 // the tiny preset's loop (self-play, training, evaluation against its target after training) reaches a 50%
 // win rate through run_benchmark and its log passes the project's v1.1 review.
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,6 +14,7 @@
 #include "support/accumulation.h"
 #include "support/quality_gate.h"
 #include "support/error_message.h"
+#include "support/python_script.h"
 #include "support/torch_pickle.h"
 #include "support/typed_settings.h"
 #include "workloads/minigo/model.h"
@@ -54,9 +54,9 @@ TEST(MinigoParity, TwoMomentumStepsMatchAnIndependentPyTorchImplementation) {
   inputs.insert("setting.lr_rates", torch::tensor(schedule.rates, torch::kFloat64));
   inputs.insert("setting.lr_boundaries", torch::tensor(schedule.boundaries));
   save_dict(inputs, dir / "inputs.pt");
-  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_MINIGO_REFERENCE_SCRIPT + " " +
-                              (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << "reference failed (is python3-torch installed?): " << command;
+  const testing::PythonRun run = testing::run_python_script(
+      TRAINBENCH_MINIGO_REFERENCE_SCRIPT, (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string());
+  ASSERT_TRUE(testing::succeeded(run)) << "is python3-torch installed?";
   const auto expected = load_dict(dir / "expected.pt");
   const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
 

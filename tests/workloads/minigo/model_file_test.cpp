@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "support/error_message.h"
+#include "support/python_script.h"
 #include "support/torch_pickle.h"
 #include "workloads/minigo/model_file.h"
 
@@ -36,9 +37,8 @@ class MinigoModelFileTest : public ::testing::Test {
     c10::Dict<std::string, torch::Tensor> inputs;
     inputs.insert("planes", planes);
     testing::save_dict(inputs, dir_ / "planes.pt");
-    const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_MINIGO_GRAPH_SCRIPT + " " + model.string() + " " +
-                                (dir_ / "planes.pt").string() + " " + (dir_ / "outputs.pt").string();
-    EXPECT_EQ(std::system(command.c_str()), 0) << "graph reference failed (is python3-torch installed?): " << command;
+    testing::or_throw(testing::run_python_script(TRAINBENCH_MINIGO_GRAPH_SCRIPT, model.string() + " " +
+                                                 (dir_ / "planes.pt").string() + " " + (dir_ / "outputs.pt").string()));
     const auto outputs = testing::load_dict(dir_ / "outputs.pt");
     return {outputs.at("policy").toTensor(), outputs.at("value").toTensor()};
   }

@@ -1,12 +1,12 @@
 // One-step parity of the ResNet model and LARS against an independent implementation in Debian's
 // python3-torch (resnet_reference.py): same initial weights and batch, two training steps, then losses,
 // logits, weights and BatchNorm running statistics must agree. float64 so the tolerance can be tight.
-#include <cstdlib>
 #include <filesystem>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "support/python_script.h"
 #include "support/torch_pickle.h"
 #include "workloads/resnet/model.h"
 
@@ -54,9 +54,9 @@ TEST(ResNetParity, TwoLarsStepsMatchAnIndependentPyTorchImplementation) {
     inputs.insert("setting." + key, torch::tensor(value, torch::kFloat64));
   save_dict(inputs, dir / "inputs.pt");
 
-  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_RESNET_REFERENCE_SCRIPT + " " +
-                              (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << "reference failed (is python3-torch installed?): " << command;
+  const testing::PythonRun run = testing::run_python_script(
+      TRAINBENCH_RESNET_REFERENCE_SCRIPT, (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string());
+  ASSERT_TRUE(testing::succeeded(run)) << "is python3-torch installed?";
   const auto expected = load_dict(dir / "expected.pt");
   const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
 

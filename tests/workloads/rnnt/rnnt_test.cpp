@@ -5,7 +5,6 @@
 // quality gate.
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -17,6 +16,7 @@
 #include "speech/synthetic.h"
 #include "support/accumulation.h"
 #include "support/error_message.h"
+#include "support/python_script.h"
 #include "support/quality_gate.h"
 #include "support/torch_pickle.h"
 #include "support/typed_settings.h"
@@ -39,10 +39,9 @@ c10::Dict<c10::IValue, c10::IValue> run_reference(const std::string& mode, const
   const fs::path dir = fs::temp_directory_path() / ("trainbench_rnnt_" + mode + "_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   save_dict(inputs, dir / "inputs.pt");
-  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_RNNT_REFERENCE_SCRIPT + " " + mode + " " +
-                              (dir / "inputs.pt").string() + " " + (dir / "outputs.pt").string() + " " +
-                              TRAINBENCH_REFERENCE_CODE_DIR;
-  EXPECT_EQ(std::system(command.c_str()), 0) << "reference failed (python3-torchaudio installed?): " << command;
+  const std::string arguments = mode + " " + (dir / "inputs.pt").string() + " " + (dir / "outputs.pt").string() + " " +
+                                TRAINBENCH_REFERENCE_CODE_DIR;
+  testing::or_throw(testing::run_python_script(TRAINBENCH_RNNT_REFERENCE_SCRIPT, arguments));
   auto outputs = load_dict(dir / "outputs.pt");
   fs::remove_all(dir);
   return outputs;

@@ -1,8 +1,6 @@
 // SSD: the default boxes, matching and box coding, one training step of SSD300 and the evaluation decode against
 // the v1.1 reference's own SSD300, boxes, matching, loss and decoding under python3-torch + torchvision
 // (ssd_reference.py), and the quality gate (the tiny preset through the harness, its log reviewed).
-#include <sys/wait.h>
-
 #include <cstdlib>
 #include <filesystem>
 
@@ -11,6 +9,7 @@
 
 #include "support/accumulation.h"
 #include "detection/box_ops.h"
+#include "support/python_script.h"
 #include "support/quality_gate.h"
 #include "support/rules_tensors.h"
 #include "support/torch_pickle.h"
@@ -126,12 +125,11 @@ TEST(SsdParity, OneStepOfSsd300AndTheDecodeMatchTheReferencesOwnCode) {
   inputs.insert("decode.scores", decode_scores);
   save_dict(inputs, dir / "inputs.pt");
 
-  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_SSD_REFERENCE_SCRIPT + " " +
-                              (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string() + " " +
-                              TRAINBENCH_REFERENCE_CODE_DIR;
-  const int status = std::system(command.c_str());
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
-  ASSERT_EQ(status, 0) << "reference failed (are python3-torch and python3-torchvision installed?): " << command;
+  const testing::PythonRun run = testing::run_python_script(
+      TRAINBENCH_SSD_REFERENCE_SCRIPT,
+      (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string() + " " + TRAINBENCH_REFERENCE_CODE_DIR);
+  if (run.missing_reference_code()) GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
+  ASSERT_TRUE(testing::succeeded(run)) << "are python3-torch and python3-torchvision installed?";
   const auto expected = load_dict(dir / "expected.pt");
   const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
 
@@ -197,13 +195,11 @@ TEST(SsdModel, LoadsTorchvisionResNet34WeightsConvertedByTheScript) {
   const fs::path dir = fs::temp_directory_path() / ("trainbench_ssd_backbone_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   // A torchvision ResNet-34 saved in the legacy (pre-zip) format, as resnet34-333f7ec4.pth is.
-  const std::string make = "/usr/bin/python3 -c \"import torch, torchvision; torch.manual_seed(1); "
-                           "torch.save(torchvision.models.resnet34().state_dict(), '" + (dir / "resnet34.pth").string() +
-                           "', _use_new_zipfile_serialization=False)\"";
-  ASSERT_EQ(std::system(make.c_str()), 0) << make;
-  const std::string convert = std::string("/usr/bin/python3 ") + TRAINBENCH_CONVERT_SCRIPT + " " +
-                              (dir / "resnet34.pth").string() + " " + (dir / "backbone.pt").string() + " > /dev/null";
-  ASSERT_EQ(std::system(convert.c_str()), 0) << convert;
+  ASSERT_TRUE(testing::succeeded(testing::run_python(
+      "-c \"import torch, torchvision; torch.manual_seed(1); torch.save(torchvision.models.resnet34().state_dict(), '" +
+      (dir / "resnet34.pth").string() + "', _use_new_zipfile_serialization=False)\"")));
+  ASSERT_TRUE(testing::succeeded(testing::run_python_script(
+      TRAINBENCH_CONVERT_SCRIPT, (dir / "resnet34.pth").string() + " " + (dir / "backbone.pt").string())));
   Ssd model(SsdOptions{});
   model->load_backbone((dir / "backbone.pt").string());
   const auto expected = load_dict(dir / "backbone.pt");

@@ -16,6 +16,7 @@
 #include "medical/npy.h"
 #include "support/accumulation.h"
 #include "support/error_message.h"
+#include "support/python_script.h"
 #include "support/quality_gate.h"
 #include "support/rules_tensors.h"
 #include "support/torch_pickle.h"
@@ -58,12 +59,11 @@ TEST(Unet3dParity, TrainingStepsAndSlidingWindowMatchTheReferencesOwnCode) {
   inputs.insert("setting.lr", torch::tensor(rates, torch::kFloat64));
   inputs.insert("setting.momentum", torch::tensor(momentum, torch::kFloat64));
   save_dict(inputs, dir / "inputs.pt");
-  const std::string command = std::string("/usr/bin/python3 ") + TRAINBENCH_UNET3D_REFERENCE_SCRIPT + " " +
-                              (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string() + " " +
-                              TRAINBENCH_REFERENCE_CODE_DIR;
-  const int status = std::system(command.c_str());
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
-  ASSERT_EQ(status, 0) << "reference failed (is python3-torch installed?): " << command;
+  const testing::PythonRun run = testing::run_python_script(
+      TRAINBENCH_UNET3D_REFERENCE_SCRIPT,
+      (dir / "inputs.pt").string() + " " + (dir / "expected.pt").string() + " " + TRAINBENCH_REFERENCE_CODE_DIR);
+  if (run.missing_reference_code()) GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
+  ASSERT_TRUE(testing::succeeded(run)) << "is python3-torch installed?";
   const auto expected = load_dict(dir / "expected.pt");
   const auto reference = [&](const std::string& key) { return expected.at(key).toTensor(); };
 
