@@ -376,7 +376,9 @@ void print_gradient_exchange(std::ostream& out, const BenchRun& run, const paral
 void bench_benchmark(const WorkloadEntry& entry, const WorkloadSettings& settings, const BenchSettings& bench,
                      std::ostream& out) {
   BenchRun run(settings, bench);
-  const std::unique_ptr<Trainer> trainer = entry.make_trainer(settings, run.parallel_context(), TrainerPurpose::kBench);
+  WorkloadSettings seeded = settings;  // a bench times the seeded model: --weights is not read
+  seeded.weights.clear();
+  const std::unique_ptr<Trainer> trainer = entry.make_trainer(seeded, run.parallel_context(), TrainerPurpose::kBench);
   if (!run.memory_only()) trainer->bench_before_training(run, out);
   const SyntheticStep step = trainer->synthetic_step(run);
   parallel::GradientSync* gradients = trainer->gradient_exchange();
