@@ -2,6 +2,7 @@
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+#include <stdexcept>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -29,6 +30,8 @@ class DescribedWorkload : public WorkloadBase {
   BlockReport train(const Block&, RunControl&) override { return {}; }
   Metric evaluate(const Block&, RunControl&) override { return 0.0; }
   double fraction(double count, double total) const { return fraction_over_ranks(count, total, "eval/", "nothing evaluated"); }
+  // It builds no model, so it has no trainer to save.
+  const Trainer& trainer() const override { throw std::logic_error("DescribedWorkload builds no trainer"); }
 };
 
 TEST(WorkloadBase, DescriptionCarriesThePresetTargetOverridesAndEffectiveConfig) {
