@@ -37,6 +37,9 @@ if [ -z "$base" ]; then
     echo "format-check: no commit in this history adds .clang-format (a shallow clone?); give a base commit" >&2
     exit 2
   fi
+  if [ "$(git rev-parse --is-shallow-repository)" = true ]; then
+    echo "format-check: note: a shallow clone; the oldest commit here with .clang-format may be later than the one that added it"
+  fi
 fi
 if ! git rev-parse --verify --quiet "$base^{commit}" >/dev/null; then
   echo "format-check: '$base' is not a commit in this repository" >&2
@@ -56,7 +59,7 @@ if grep -q '^diff --git' <<<"$diff"; then
   sed -n 's|^diff --git a/\(.*\) b/.*|  \1|p' <<<"$diff"
   echo "format-check: what clang-format would make of them:"
   printf '%s\n' "$diff"
-  echo "format-check: to fix, run: git clang-format $base   (it formats only these lines)"
+  echo "format-check: to fix, run: git clang-format $(git rev-parse --short "$base^{commit}")   (it formats only these lines)"
   exit 1
 elif [ "$status" -ne 0 ]; then
   printf '%s\n' "$diff" >&2
