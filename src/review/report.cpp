@@ -426,6 +426,32 @@ std::pair<std::string, std::string> run_contention_text(const RunReview& run) {
   return run.cpu_contention ? contention_text(*run.cpu_contention) : std::pair<std::string, std::string>();
 }
 
+// A time-split run as both renderers show it: where it is from, its parts ("training compute", "12.000 s (45.0%)")
+// and what others took of its CPUs; the renderers escape and lay it out.
+struct SplitLine {
+  const Row& row;
+  const Result& result;
+  const RunReview& run;
+  std::vector<std::pair<std::string, std::string>> parts;
+  std::pair<std::string, std::string> taken;  // the amount, and its parts
+};
+
+SplitLine split_line(const ReportModel& model, const SplitRun& split) {
+  const Result& result = model.results[split.result];
+  SplitLine line{model.rows[result.row], result, *split.run, {}, run_contention_text(*split.run)};
+  for (const auto& [part, seconds] : line.run.time_split)
+    line.parts.emplace_back(split_part_name(part), split_amount(seconds, split.wall));
+  return line;
+}
+
+// "name amount, name amount", each name escaped by `escape`.
+template <typename Escape>
+std::string joined_parts(const SplitLine& line, Escape escape) {
+  std::string joined;
+  for (const auto& [name, amount] : line.parts) joined += (joined.empty() ? "" : ", ") + escape(name) + " " + amount;
+  return joined;
+}
+
 // The HTML page.
 
 std::string html_score_cell(const BenchmarkReview* review) {
@@ -495,19 +521,15 @@ std::string html_time_split(const ReportModel& model) {
   html += "</ul>\n<table>\n<tr><th>Folder</th><th>System</th><th>Benchmark</th><th>Run</th><th>Seconds</th>"
           "<th>Timed region</th><th>CPU taken by others</th></tr>\n";
   for (const SplitRun& split : model.split_runs) {
-    const Result& result = model.results[split.result];
-    const Row& row = model.rows[result.row];
-    const RunReview& run = *split.run;
-    std::string parts;
-    for (const auto& [part, seconds] : run.time_split)
-      parts += (parts.empty() ? "" : ", ") + text(split_part_name(part)) + " " + split_amount(seconds, split.wall);
-    const auto [taken, taken_parts] = run_contention_text(run);
-    const std::string taken_class = run.cpu_contention && run.cpu_contention->warned() ? " class=\"busy\"" : "";
-    html += "<tr><td>" + text(row.folder) + "</td><td>" + text(row.system) + "</td><td>" + text(result.benchmark) +
-            "</td><td>" + text(run_name(run)) + "</td><td class=\"num\">" + format("%.1f", split.wall) + "</td><td>" +
-            render_split_bar(run.time_split, split.wall) + "<span class=\"muted split-parts\">" + parts +
-            "</span></td><td><span" + taken_class + ">" + text(taken) + "</span><br><span class=\"muted\">" +
-            text(taken_parts) + "</span></td></tr>\n";
+    const SplitLine line = split_line(model, split);
+    const std::string parts = joined_parts(line, [](const std::string& name) { return text(name); });
+    const bool warned = line.run.cpu_contention && line.run.cpu_contention->warned();
+    html += "<tr><td>" + text(line.row.folder) + "</td><td>" + text(line.row.system) + "</td><td>" +
+            text(line.result.benchmark) + "</td><td>" + text(run_name(line.run)) + "</td><td class=\"num\">" +
+            format("%.1f", split.wall) + "</td><td>" + render_split_bar(line.run.time_split, split.wall) +
+            "<span class=\"muted split-parts\">" + parts + "</span></td><td><span" + (warned ? " class=\"busy\"" : "") +
+            ">" + text(line.taken.first) + "</span><br><span class=\"muted\">" + text(line.taken.second) +
+            "</span></td></tr>\n";
   }
   return html + "</table>\n";
 }
@@ -596,17 +618,12 @@ std::string markdown_time_split(const ReportModel& model) {
   std::string md = "## Where the time went\n\n| Folder | System | Benchmark | Run | Seconds | Timed region | CPU taken "
                    "by others |\n|---|---|---|---|---:|---|---|\n";
   for (const SplitRun& split : model.split_runs) {
-    const Result& result = model.results[split.result];
-    const Row& row = model.rows[result.row];
-    const RunReview& run = *split.run;
-    std::string parts;
-    for (const auto& [part, seconds] : run.time_split)
-      parts +=
-          (parts.empty() ? "" : ", ") + markdown_cell(split_part_name(part)) + " " + split_amount(seconds, split.wall);
-    const auto [taken, taken_parts] = run_contention_text(run);
-    md += "| " + markdown_cell(row.folder) + " | " + markdown_cell(row.system) + " | " +
-          markdown_cell(result.benchmark) + " | " + markdown_cell(run_name(run)) + " | " + format("%.1f", split.wall) +
-          " | " + parts + " | " + markdown_cell(taken.empty() ? "" : taken + " (" + taken_parts + ")") + " |\n";
+    const SplitLine line = split_line(model, split);
+    const auto& [taken, taken_parts] = line.taken;
+    md += "| " + markdown_cell(line.row.folder) + " | " + markdown_cell(line.row.system) + " | " +
+          markdown_cell(line.result.benchmark) + " | " + markdown_cell(run_name(line.run)) + " | " +
+          format("%.1f", split.wall) + " | " + joined_parts(line, markdown_cell) + " | " +
+          markdown_cell(taken.empty() ? "" : taken + " (" + taken_parts + ")") + " |\n";
   }
   return md + "\n";
 }
