@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Same-sitting all-reduce bandwidth on loopback, 2 ranks: trainbench's `probe comm` (c10d Gloo through
-# dist/communicator.h) against Gloo driven by python3-torch's torch.distributed and against Open MPI's
+# parallel/communicator.h) against Gloo driven by python3-torch's torch.distributed and against Open MPI's
 # MPI_Allreduce. Rounds are interleaved so drifting machine load hits all three alike. Prints each run's
 # large-message rows and, per size, the best bus bandwidth of each side over the rounds.
 #
