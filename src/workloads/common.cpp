@@ -92,10 +92,6 @@ WorkloadBase::WorkloadBase(WorkloadSettings settings)
   local_batch_size(config_, "batch_size", communicator_->world());
 }
 
-parallel::ParallelContext parallel_context(const WorkloadSettings& settings) {
-  return {communicator_or_single(settings), resolve_device(settings.device)};
-}
-
 parallel::ParallelContext WorkloadBase::parallel_context() const { return {communicator_, device_}; }
 
 void WorkloadBase::save_weights(const std::string& path) const { trainer().save_model(path); }
@@ -362,12 +358,12 @@ void print_gradient_exchange(std::ostream& out, const BenchRun& run, const paral
   const double steps = static_cast<double>(std::max<int64_t>(1, gradients.stats().steps));
   const double exposed = figures[0] / steps, last_bucket = figures[1] / steps;
   char line[384];
-  std::snprintf(line, sizeof line,
-                "all-reduce    %d bucket(s), %.2f MB/step over %s; waiting after backward %.2f ms/step (%.1f%% of the step),"
-                " of which %.2f ms on the last bucket, which cannot overlap; overlappable wait %.1f%% of the step\n",
-                gradients.stats().buckets, gradients.stats().bytes_per_step / 1e6,
-                run.communicator->backend(run.device).c_str(), exposed * 1e3, 100 * exposed / step_seconds,
-                last_bucket * 1e3, 100 * (exposed - last_bucket) / step_seconds);
+  std::snprintf(
+      line, sizeof line,
+      "all-reduce    %d bucket(s), %.2f MB/step over %s; waiting after backward %.2f ms/step (%.1f%% of the "
+      "step), of which %.2f ms on the last bucket, which cannot overlap; overlappable wait %.1f%% of the step\n",
+      gradients.stats().buckets, gradients.stats().bytes_per_step / 1e6, run.communicator->backend(run.device).c_str(),
+      exposed * 1e3, 100 * exposed / step_seconds, last_bucket * 1e3, 100 * (exposed - last_bucket) / step_seconds);
   out << line;
 }
 

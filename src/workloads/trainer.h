@@ -70,7 +70,4 @@ std::unique_ptr<Trainer> construct_trainer(const WorkloadSettings& settings, con
   return std::make_unique<TrainerType>(settings, context, purpose);
 }
 
-// The context a process's settings describe: its communicator (or a world of one) and its resolved device.
-parallel::ParallelContext parallel_context(const WorkloadSettings& settings);
-
 }  // namespace trainbench
