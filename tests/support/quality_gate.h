@@ -17,9 +17,12 @@
 #include <gtest/gtest.h>
 
 #include "harness/runner.h"
+#include "probes/environment.h"
 #include "review/compliance.h"
 #include "review/ruleset.h"
 #include "util/allocator.h"
+#include "util/mllog_format.h"
+#include "util/mllog_keys.h"
 #include "workloads/registry.h"
 
 namespace trainbench::testing {
@@ -29,11 +32,12 @@ namespace trainbench::testing {
 inline nlohmann::json logged_evaluations(const std::string& log_path, const std::string& metric_key) {
   nlohmann::json evaluations = nlohmann::json::array();
   std::ifstream in(log_path);
-  const std::string prefix = ":::MLLOG ";
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind(prefix, 0) != 0) continue;
-    const auto event = nlohmann::json::parse(line.substr(prefix.size()));
-    if (event.value("key", "") == metric_key) evaluations.push_back({event["metadata"]["epoch_num"], event["value"]});
+    const auto record = mllog_format::record_text(line);
+    if (!record) continue;
+    const auto event = nlohmann::json::parse(*record);
+    if (event.value(mllog_format::kKey, "") == metric_key)
+      evaluations.push_back({event[mllog_format::kMetadata][mllog_keys::kEpochNum], event[mllog_format::kValue]});
   }
   return evaluations;
 }
@@ -41,21 +45,12 @@ inline nlohmann::json logged_evaluations(const std::string& log_path, const std:
 // This CPU's model name and an FNV-1a digest of its flags: floating-point sums round the same way only on the
 // same kernels, so recorded evaluations are held bit for bit where they were recorded.
 inline std::string cpu_signature() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string model, flags;
-  for (std::string line; std::getline(in, line) && (model.empty() || flags.empty());) {
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string name = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
-    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-    if (name == "model name" && model.empty()) model = value;
-    if (name == "flags" && flags.empty()) flags = value;
-  }
+  const std::string cpuinfo = probes::read_cpuinfo();
   uint64_t digest = 1469598103934665603ull;
-  for (const unsigned char c : flags) digest = (digest ^ c) * 1099511628211ull;
+  for (const unsigned char c : probes::cpuinfo_field(cpuinfo, "flags")) digest = (digest ^ c) * 1099511628211ull;
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest));
-  return model + " / flags " + hex;
+  return probes::cpuinfo_field(cpuinfo, "model name") + " / flags " + hex;
 }
 
 class QualityGateRun {
