@@ -292,7 +292,12 @@ void add_run_command(CLI::App& app, CommandContext& context) {
       settings.seed = options.seed;
       if (run > 0) workload = entry.create(settings);
       const RunOutcome outcome = run_benchmark(*workload, options);
+      const bool saves_model = !save_model->empty() && !outcome.interrupted_by;
+      const std::string model_path =
+          (fs::path(*save_model) / (entry.name + "_seed" + std::to_string(options.seed) + entry.model_file_suffix))
+              .string();
       if (!lead) {
+        if (saves_model) workload->save_weights(model_path);  // a split model is gathered from every rank
         if (outcome.interrupted_by) {
           context.exit_code = 128 + outcome.interrupted_by;
           return;
@@ -301,9 +306,8 @@ void add_run_command(CLI::App& app, CommandContext& context) {
       }
       print_run_summary(run, options, outcome);
       warn_if_not_compliant(run, outcome.result_path);
-      if (!save_model->empty() && !outcome.interrupted_by) {
+      if (saves_model) {
         fs::create_directories(*save_model);
-        const std::string model_path = (fs::path(*save_model) / (entry.name + "_seed" + std::to_string(options.seed) + entry.model_file_suffix)).string();
         workload->save_weights(model_path);
         std::printf("  model -> %s\n", model_path.c_str());
       }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <utility>
 
 namespace trainbench::optim {
 
@@ -85,12 +86,38 @@ LAMB_VECTOR_KERNEL void apply_update(float* __restrict p, const float* __restric
   for (int64_t i = begin; i < end; ++i) p[i] -= step_size * c.update(m[i], v[i], p[i]);
 }
 
+// ||w|| / ||update||, or 1 where either is 0, as a tensor on the norms' device.
+torch::Tensor trust_ratio(const torch::Tensor& parameter_norm, const torch::Tensor& update_norm) {
+  return torch::where((parameter_norm > 0).logical_and(update_norm > 0), parameter_norm / update_norm,
+                      torch::ones_like(parameter_norm));
+}
+
 }  // namespace
 
 Lamb::Lamb(const std::vector<Parameter>& parameters, const LambOptions& options) : options_(options) {
   for (const auto& parameter : parameters)
     slots_.push_back({parameter.tensor, torch::zeros_like(parameter.tensor, torch::MemoryFormat::Contiguous),
-                      torch::zeros_like(parameter.tensor, torch::MemoryFormat::Contiguous), parameter.decays});
+                      torch::zeros_like(parameter.tensor, torch::MemoryFormat::Contiguous), parameter.decays,
+                      parameter.sharded, parameter.counted_in_global_norm});
+}
+
+void Lamb::sum_over_model(std::vector<double>& squares) const {
+  if (reduction_.over_model) reduction_.over_model(squares);
+}
+
+// Only the sharded slots' entries travel; `squares` holds two per slot (parameter, update).
+void Lamb::sum_over_tensor_shards(std::vector<double>& squares, const std::vector<bool>& sharded) const {
+  if (!reduction_.over_tensor_shards) return;
+  std::vector<double> shards;
+  for (size_t i = 0; i < sharded.size(); ++i)
+    if (sharded[i]) shards.insert(shards.end(), {squares[2 * i], squares[2 * i + 1]});
+  if (shards.empty()) return;
+  reduction_.over_tensor_shards(shards);
+  for (size_t i = 0, next = 0; i < sharded.size(); ++i)
+    if (sharded[i]) {
+      squares[2 * i] = shards[next++];
+      squares[2 * i + 1] = shards[next++];
+    }
 }
 
 bool Lamb::can_fuse() const {
@@ -115,43 +142,66 @@ void Lamb::step(double learning_rate) {
 }
 
 void Lamb::fused_step(double learning_rate) {
-  double squared = 0;
+  std::vector<double> squared{0};
   for (const auto& slot : slots_) {
     const torch::Tensor& grad = slot.parameter.grad();
-    if (!grad.defined()) continue;
+    if (!grad.defined() || !slot.counted) continue;
     const float* g = grad.data_ptr<float>();
-    squared += at::parallel_reduce(
-        int64_t{0}, grad.numel(), kGrain, 0.0, [g](int64_t begin, int64_t end, double sum) { return sum + squared_sum(g, begin, end); },
-        std::plus<double>());
+    squared[0] += at::parallel_reduce(
+        int64_t{0}, grad.numel(), kGrain, 0.0,
+        [g](int64_t begin, int64_t end, double sum) { return sum + squared_sum(g, begin, end); }, std::plus<double>());
   }
-  last_gradient_norm_ = std::sqrt(squared);
+  sum_over_model(squared);
+  last_gradient_norm_ = std::sqrt(squared[0]);
   const double clip = last_gradient_norm_ > options_.max_grad_norm() ? last_gradient_norm_ / options_.max_grad_norm() : 1.0;
   const double bias_correction1 = 1 - std::pow(options_.beta1(), static_cast<double>(steps_));
   const double bias_correction2 = 1 - std::pow(options_.beta2(), static_cast<double>(steps_));
-  for (auto& slot : slots_) {
+  const auto coefficients = [&](const Slot& slot) {
+    return Coefficients{static_cast<float>(options_.beta1()),
+                        static_cast<float>(options_.beta2()),
+                        static_cast<float>(1 - options_.beta1()),
+                        static_cast<float>(1 - options_.beta2()),
+                        static_cast<float>(1 / clip),
+                        static_cast<float>(bias_correction1),
+                        static_cast<float>(std::sqrt(bias_correction2)),
+                        static_cast<float>(options_.epsilon()),
+                        static_cast<float>(slot.decay ? options_.weight_decay() : 0.0)};
+  };
+  // Every slot's moments and norms first, so that a split model's norms can be summed over its shards in one
+  // exchange before any trust ratio is taken.
+  std::vector<double> norms(2 * slots_.size(), 0.0);
+  std::vector<bool> sharded(slots_.size(), false);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& slot = slots_[i];
     const torch::Tensor& grad = slot.parameter.grad();
     if (!grad.defined()) continue;
-    const Coefficients c{static_cast<float>(options_.beta1()),
-                         static_cast<float>(options_.beta2()),
-                         static_cast<float>(1 - options_.beta1()),
-                         static_cast<float>(1 - options_.beta2()),
-                         static_cast<float>(1 / clip),
-                         static_cast<float>(bias_correction1),
-                         static_cast<float>(std::sqrt(bias_correction2)),
-                         static_cast<float>(options_.epsilon()),
-                         static_cast<float>(slot.decay ? options_.weight_decay() : 0.0)};
+    const Coefficients c = coefficients(slot);
     float* p = slot.parameter.data_ptr<float>();
     const float* g = grad.data_ptr<float>();
     float* m = slot.exp_avg.data_ptr<float>();
     float* v = slot.exp_avg_sq.data_ptr<float>();
-    const NormSums norms = at::parallel_reduce(
+    const NormSums sums = at::parallel_reduce(
         int64_t{0}, slot.parameter.numel(), kGrain, NormSums{},
-        [&](int64_t begin, int64_t end, NormSums sums) { return sums + update_moments(p, g, m, v, begin, end, c); },
+        [&](int64_t begin, int64_t end, NormSums partial) {
+          return partial + update_moments(p, g, m, v, begin, end, c);
+        },
         std::plus<NormSums>());
+    norms[2 * i] = sums.parameter;
+    norms[2 * i + 1] = sums.update;
+    sharded[i] = slot.sharded;
+  }
+  sum_over_tensor_shards(norms, sharded);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& slot = slots_[i];
+    if (!slot.parameter.grad().defined()) continue;
+    const Coefficients c = coefficients(slot);
     double ratio = 1;
-    if (slot.decay && options_.weight_decay() != 0 && norms.parameter > 0 && norms.update > 0)
-      ratio = std::sqrt(norms.parameter) / std::sqrt(norms.update);
+    if (slot.decay && options_.weight_decay() != 0 && norms[2 * i] > 0 && norms[2 * i + 1] > 0)
+      ratio = std::sqrt(norms[2 * i]) / std::sqrt(norms[2 * i + 1]);
     const auto step_size = static_cast<float>(learning_rate * ratio);
+    float* p = slot.parameter.data_ptr<float>();
+    const float* m = slot.exp_avg.data_ptr<float>();
+    const float* v = slot.exp_avg_sq.data_ptr<float>();
     at::parallel_for(int64_t{0}, slot.parameter.numel(), kGrain,
                      [&](int64_t begin, int64_t end) { apply_update(p, m, v, begin, end, c, step_size); });
   }
@@ -160,28 +210,51 @@ void Lamb::fused_step(double learning_rate) {
 void Lamb::tensor_step(double learning_rate) {
   std::vector<torch::Tensor> norms;
   for (const auto& slot : slots_)
-    if (slot.parameter.grad().defined()) norms.push_back(slot.parameter.grad().norm().to(torch::kDouble));
-  if (norms.empty()) return;
-  // The clip factor stays a tensor, so the update itself needs no host synchronisation.
-  const torch::Tensor global_norm = torch::stack(norms).norm();
+    if (slot.parameter.grad().defined() && slot.counted)
+      norms.push_back(slot.parameter.grad().norm().to(torch::kDouble));
+  if (norms.empty() && !reduction_.over_model) return;
+  // The clip factor stays a tensor, so the update itself needs no host synchronisation (unless the norm is
+  // summed over ranks).
+  torch::Tensor global_norm = norms.empty() ? torch::zeros({}, torch::kDouble) : torch::stack(norms).norm();
+  if (reduction_.over_model) {
+    std::vector<double> squared{global_norm.item<double>() * global_norm.item<double>()};
+    sum_over_model(squared);
+    global_norm = torch::tensor(std::sqrt(squared[0]), torch::kDouble).to(global_norm.device());
+  }
   const torch::Tensor grad_scale = 1.0 / torch::clamp_min(global_norm / options_.max_grad_norm(), 1.0);
   const double bias_correction1 = 1 - std::pow(options_.beta1(), static_cast<double>(steps_));
   const double bias_correction2 = 1 - std::pow(options_.beta2(), static_cast<double>(steps_));
-  for (auto& slot : slots_) {
+  std::vector<torch::Tensor> updates(slots_.size());
+  std::vector<double> squares(2 * slots_.size(), 0.0);
+  std::vector<bool> sharded(slots_.size(), false);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& slot = slots_[i];
     if (!slot.parameter.grad().defined()) continue;
     const torch::Tensor grad = slot.parameter.grad() * grad_scale.to(slot.parameter.scalar_type());
     slot.exp_avg.mul_(options_.beta1()).add_(grad, 1 - options_.beta1());
     slot.exp_avg_sq.mul_(options_.beta2()).addcmul_(grad, grad, 1 - options_.beta2());
-    torch::Tensor update =
+    updates[i] =
         (slot.exp_avg / bias_correction1) / (slot.exp_avg_sq.sqrt() / std::sqrt(bias_correction2) + options_.epsilon());
-    if (slot.decay && options_.weight_decay() != 0) {
-      update.add_(slot.parameter, options_.weight_decay());
-      const torch::Tensor parameter_norm = slot.parameter.norm(), update_norm = update.norm();
-      const torch::Tensor ratio = torch::where((parameter_norm > 0).logical_and(update_norm > 0),
-                                               parameter_norm / update_norm, torch::ones_like(parameter_norm));
-      update.mul_(ratio);
+    if (slot.decay && options_.weight_decay() != 0) updates[i].add_(slot.parameter, options_.weight_decay());
+    // A shard's norms are summed over the ranks on the host; others stay on the device.
+    sharded[i] = slot.sharded && reduction_.over_tensor_shards && slot.decay && options_.weight_decay() != 0;
+    if (sharded[i]) {  // kept for the second pass, once its norms are summed
+      squares[2 * i] = slot.parameter.to(torch::kDouble).square().sum().item<double>();
+      squares[2 * i + 1] = updates[i].to(torch::kDouble).square().sum().item<double>();
+      continue;
     }
-    slot.parameter.sub_(update, learning_rate);
+    if (slot.decay && options_.weight_decay() != 0) {
+      const torch::Tensor parameter_norm = slot.parameter.norm(), update_norm = updates[i].norm();
+      updates[i].mul_(trust_ratio(parameter_norm, update_norm));
+    }
+    slot.parameter.sub_(std::exchange(updates[i], torch::Tensor()), learning_rate);
+  }
+  sum_over_tensor_shards(squares, sharded);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (!sharded[i]) continue;
+    const auto norm = [&](double square) { return torch::tensor(std::sqrt(square)).to(updates[i].device()); };
+    updates[i].mul_(trust_ratio(norm(squares[2 * i]), norm(squares[2 * i + 1])).to(updates[i].scalar_type()));
+    slots_[i].parameter.sub_(updates[i], learning_rate);
   }
   last_gradient_norm_ = global_norm.item<double>();
 }

@@ -28,6 +28,9 @@ struct LambOptions {
 class Lamb {
  public:
   Lamb(const std::vector<Parameter>& parameters, const LambOptions& options);
+  // For a model split over ranks: the global gradient norm and the sharded tensors' trust-ratio norms are
+  // summed over the ranks as `reduction` says, so that every split takes the one-rank step.
+  void span_ranks(NormReduction reduction) { reduction_ = std::move(reduction); }
   void step(double learning_rate);
   // The global gradient norm before clipping, from the last step.
   double last_gradient_norm() const { return last_gradient_norm_; }
@@ -35,13 +38,17 @@ class Lamb {
  private:
   struct Slot {
     torch::Tensor parameter, exp_avg, exp_avg_sq;
-    bool decay;
+    bool decay, sharded, counted;
   };
   bool can_fuse() const;
+  // Squared norms summed over the ranks holding shards (a no-op for a model on one rank).
+  void sum_over_model(std::vector<double>& squares) const;
+  void sum_over_tensor_shards(std::vector<double>& squares, const std::vector<bool>& sharded) const;
   void fused_step(double learning_rate);
   void tensor_step(double learning_rate);
 
   LambOptions options_;
+  NormReduction reduction_;
   std::vector<Slot> slots_;
   int64_t steps_ = 0;
   double last_gradient_norm_ = 0;

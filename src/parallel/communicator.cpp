@@ -1,5 +1,6 @@
 #include "parallel/communicator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -92,8 +93,78 @@ struct Communicator::Backends {
   std::atomic<bool> store_unreachable{false};  // found while diagnosing: reporting to it would only wait
 };
 
+namespace {
+
+// The Gloo and NCCL process groups of `env`'s ranks, rendezvousing under `prefix` in the store (the world's
+// groups under "", a subgroup's under its name, so that no two groups of a job read each other's keys).
+void create_process_groups(Communicator::Backends& backends, const std::string& prefix, const RankEnvironment& env,
+                           const CommunicatorOptions& options) {
+#ifdef TRAINBENCH_WITH_GLOO
+  auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"))
+    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
+  else if (is_loopback(env.master_addr))
+    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  else
+    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  backends.cpu_group = c10::make_intrusive<c10d::ProcessGroupGloo>(
+      c10::make_intrusive<c10d::PrefixStore>(prefix + "gloo", backends.store), env.rank, env.world, gloo_options);
+  backends.cpu_name = "gloo";
+#endif
+#ifdef TRAINBENCH_WITH_NCCL
+  if (torch::cuda::is_available()) {
+    auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+    nccl_options->timeout = options.timeout;
+    backends.cuda_group = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+        c10::make_intrusive<c10d::PrefixStore>(prefix + "nccl", backends.store), env.rank, env.world, nccl_options);
+    backends.cuda_name = "nccl";
+  }
+#endif
+}
+
+}  // namespace
+
 Communicator::Communicator(RankEnvironment env, CommunicatorOptions options)
-    : env_(std::move(env)), options_(options) {}
+    : env_(std::move(env)), options_(options), traffic_(static_cast<size_t>(Collective::kReceive) + 1) {}
+
+std::shared_ptr<Communicator> Communicator::subgroup(const std::string& name, const std::vector<int>& members) {
+  const std::string what = "group " + name;
+  std::vector<int> sorted = members;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.empty() || sorted.front() < 0 || sorted.back() >= env_.world ||
+      std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    fail(what, "members must be distinct ranks of " + name_ + " (0 to " + std::to_string(env_.world - 1) + ")");
+  const auto self = std::find(members.begin(), members.end(), env_.rank);
+  if (self == members.end()) fail(what, "rank " + std::to_string(env_.rank) + " is not one of its members");
+  RankEnvironment env = env_;
+  env.rank = static_cast<int>(self - members.begin());
+  env.world = static_cast<int>(members.size());
+  std::shared_ptr<Communicator> group(new Communicator(env, options_));
+  group->name_ = name;
+  for (const int member : members) group->members_.push_back(world_rank_of(member));
+  group->parent_ = parent_ ? parent_ : shared_from_this();
+  if (env.world == 1) return group;
+  auto backends = std::make_unique<Backends>();
+  backends->store = group->parent_->backends_->store;
+  try {
+    create_process_groups(*backends, "group/" + name + "/", env, options_);
+  } catch (const std::exception& error) {
+    fail(what + " (world rank " + std::to_string(world_rank_of(env_.rank)) + ")",
+         std::string("rendezvous failed: ") + error.what());
+  }
+  group->backends_ = std::move(backends);
+  return group;
+}
+
+void Communicator::count(Collective op, const torch::Tensor& payload) {
+  TrafficCount& counted = traffic_[static_cast<size_t>(op)];
+  ++counted.calls;
+  counted.bytes += static_cast<int64_t>(payload.numel()) * static_cast<int64_t>(payload.element_size());
+}
+
+TrafficCount Communicator::traffic(Collective op) const { return traffic_[static_cast<size_t>(op)]; }
+
+void Communicator::reset_traffic() { std::fill(traffic_.begin(), traffic_.end(), TrafficCount{}); }
 
 std::shared_ptr<Communicator> Communicator::connect(const RankEnvironment& env, const CommunicatorOptions& options) {
   std::shared_ptr<Communicator> communicator(new Communicator(env, options));
@@ -103,27 +174,7 @@ std::shared_ptr<Communicator> Communicator::connect(const RankEnvironment& env, 
                             std::to_string(env.rank) + " of " + std::to_string(env.world) + ", from " + env.source + ")";
   try {
     backends->store = connect_store(env, env.rank == 0, options.timeout);
-#ifdef TRAINBENCH_WITH_GLOO
-    auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
-    if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"))
-      gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
-    else if (is_loopback(env.master_addr))
-      gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    else
-      gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    backends->cpu_group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>("gloo", backends->store), env.rank, env.world, gloo_options);
-    backends->cpu_name = "gloo";
-#endif
-#ifdef TRAINBENCH_WITH_NCCL
-    if (torch::cuda::is_available()) {
-      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
-      nccl_options->timeout = options.timeout;
-      backends->cuda_group = c10::make_intrusive<c10d::ProcessGroupNCCL>(
-          c10::make_intrusive<c10d::PrefixStore>("nccl", backends->store), env.rank, env.world, nccl_options);
-      backends->cuda_name = "nccl";
-    }
-#endif
+    create_process_groups(*backends, "", env, options);
     if (!backends->cpu_group && !backends->cuda_group)
       fail(where, "this build has neither Gloo nor NCCL (configure with libgloo-dev, or LibTorch with CUDA and NCCL)");
     backends->heartbeat_store = connect_store(env, false, options.timeout);
@@ -154,6 +205,11 @@ std::shared_ptr<Communicator> Communicator::connect(const RankEnvironment& env, 
 
 Communicator::~Communicator() {
   if (!backends_) return;
+  if (parent_) {
+    // A group's process groups wait for their queued work when destroyed; after a failure that may never end.
+    if (backends_->failed || parent_->backends_->failed) (void)backends_.release();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(backends_->mutex);
     backends_->stopping = true;
@@ -196,6 +252,12 @@ void Communicator::check_usable() {
 
 std::string Communicator::explain_failure(const std::string& transport_message) {
   if (!backends_) return transport_message;
+  if (parent_) {
+    backends_->failed = true;
+    std::string members;
+    for (const int member : members_) members += (members.empty() ? "" : ",") + std::to_string(member);
+    return "in group " + name_ + " (world ranks " + members + "): " + parent_->explain_failure(transport_message);
+  }
   backends_->failed = true;
   std::string explanation;
   try {
@@ -227,6 +289,11 @@ std::string Communicator::explain_failure(const std::string& transport_message) 
 }
 
 void Communicator::report_failure(const std::string& reason) {
+  if (parent_) {
+    if (backends_) backends_->failed = true;
+    parent_->report_failure(reason);
+    return;
+  }
   if (!backends_) return;
   backends_->failed = true;
   if (backends_->store_unreachable) return;  // the others learn of this rank from its silent heartbeat
@@ -283,6 +350,7 @@ PendingCollective Communicator::launch(const torch::Device& device, Launch&& cal
 
 PendingCollective Communicator::allreduce_sum(torch::Tensor& tensor) {
   if (env_.world == 1) return {};
+  count(Collective::kAllReduce, tensor);
   return launch(tensor.device(), [&](GroupBase& group) {
     std::vector<torch::Tensor> tensors{tensor};
     return waiter(group.allreduce(tensors), tensors);
@@ -291,6 +359,7 @@ PendingCollective Communicator::allreduce_sum(torch::Tensor& tensor) {
 
 PendingCollective Communicator::broadcast(torch::Tensor& tensor, int root) {
   if (env_.world == 1) return {};
+  count(Collective::kBroadcast, tensor);
   return launch(tensor.device(), [&](GroupBase& group) {
     std::vector<torch::Tensor> tensors{tensor};
     c10d::BroadcastOptions options;
@@ -305,6 +374,7 @@ PendingCollective Communicator::allgather(torch::Tensor& output, const torch::Te
     output.view(-1).copy_(input.view(-1));
     return {};
   }
+  count(Collective::kAllGather, input);
   return launch(input.device(), [&](GroupBase& group) {
     std::vector<torch::Tensor> inputs{input};
     std::vector<std::vector<torch::Tensor>> outputs{output.view(-1).chunk(env_.world)};
@@ -344,6 +414,7 @@ PendingCollective Communicator::alltoall(torch::Tensor& output, const torch::Ten
     output.view(-1).copy_(input.view(-1));
     return {};
   }
+  count(Collective::kAllToAll, input);
   return launch(input.device(), [&](GroupBase& group) {
     torch::Tensor in = input.view(-1), out = output.view(-1);
     std::vector<int64_t> equal_split;  // empty: equal chunks
@@ -357,6 +428,7 @@ PendingCollective Communicator::reduce_scatter_sum(torch::Tensor& output, const 
     output.view(-1).copy_(input.view(-1));
     return {};
   }
+  count(Collective::kReduceScatter, input);
   if (algorithm(Collective::kReduceScatter, input.device()) == "native") {
     return launch(input.device(), [&](GroupBase& group) {
       std::vector<torch::Tensor> outputs{output};
@@ -378,6 +450,28 @@ PendingCollective Communicator::reduce_scatter_sum(torch::Tensor& output, const 
                     torch::Tensor flat_target = target.view(-1);
                     torch::sum_out(flat_target, received.view({world, -1}), 0);
                   });
+  });
+}
+
+PendingCollective Communicator::send(const torch::Tensor& tensor, int peer, int tag) {
+  if (peer < 0 || peer >= env_.world || peer == env_.rank)
+    fail(name_ + " send", "peer " + std::to_string(peer) + " is not another rank of " + std::to_string(env_.world));
+  TORCH_CHECK(tensor.is_contiguous(), "send: the tensor must be contiguous");
+  count(Collective::kSend, tensor);
+  return launch(tensor.device(), [&](GroupBase& group) {
+    std::vector<torch::Tensor> tensors{tensor};
+    return waiter(group.send(tensors, peer, tag), tensors);
+  });
+}
+
+PendingCollective Communicator::receive(torch::Tensor& tensor, int peer, int tag) {
+  if (peer < 0 || peer >= env_.world || peer == env_.rank)
+    fail(name_ + " receive", "peer " + std::to_string(peer) + " is not another rank of " + std::to_string(env_.world));
+  TORCH_CHECK(tensor.is_contiguous(), "receive: the tensor must be contiguous");
+  count(Collective::kReceive, tensor);
+  return launch(tensor.device(), [&](GroupBase& group) {
+    std::vector<torch::Tensor> tensors{tensor};
+    return waiter(group.recv(tensors, peer, tag), tensors);
   });
 }
 

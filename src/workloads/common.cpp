@@ -15,11 +15,12 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
-#include "parallel/communicator.h"
-#include "parallel/device.h"
-#include "parallel/context.h"
-#include "parallel/gradient_sync.h"
 #include "harness/cpu_contention.h"
+#include "parallel/communicator.h"
+#include "parallel/context.h"
+#include "parallel/device.h"
+#include "parallel/gradient_sync.h"
+#include "parallel/plan.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/process_memory.h"
@@ -59,7 +60,16 @@ StepSettings StepSettings::from_config(const Config& config, const torch::Device
   return settings;
 }
 
-int64_t local_batch_size(const Config& config, const std::string& field, int world) {
+int data_parallel_ranks(const Config& config, int world) {
+  const auto setting = [&config](const char* key) {
+    return config.values().contains(key) ? static_cast<int>(config.integer_at_least(key, 1)) : 1;
+  };
+  const int tensor = setting("tensor_parallel"), pipeline = setting("pipeline_parallel");
+  return parallel::make_plan(world, tensor, pipeline, config.name() + ": tensor_parallel x pipeline_parallel").data;
+}
+
+int64_t local_batch_size(const Config& config, const std::string& field, int ranks) {
+  const int world = data_parallel_ranks(config, ranks);
   const int64_t global = config.integer_at_least(field, 1);
   const int64_t steps = config.integer_at_least("gradient_accumulation_steps", 1);
   if (global % (static_cast<int64_t>(world) * steps) != 0)
@@ -94,7 +104,10 @@ WorkloadBase::WorkloadBase(WorkloadSettings settings)
 
 parallel::ParallelContext WorkloadBase::parallel_context() const { return {communicator_, device_}; }
 
-void WorkloadBase::save_weights(const std::string& path) const { trainer().save_model(path); }
+void WorkloadBase::save_weights(const std::string& path) const {
+  // A split model is gathered from every rank; a whole one is rank 0's.
+  if (trainer().model_is_split() || communicator_->rank() == 0) trainer().save_model(path);
+}
 
 WorkloadDescription WorkloadBase::base_description(const std::string& sample_unit) const {
   WorkloadDescription description;

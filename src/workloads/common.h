@@ -37,8 +37,14 @@ struct StepSettings {
   static StepSettings from_config(const Config& config, const torch::Device& device);
 };
 
-// The per-rank share of a global batch; an Error naming `field` when it does not divide into the ranks x
-// gradient_accumulation_steps micro-batches (the rules' global batch is the same whatever the split).
+// The ranks that split the batch: the world, or under a 3-D plan (a benchmark whose settings have
+// tensor_parallel and pipeline_parallel) world / (tensor_parallel x pipeline_parallel), an Error naming the
+// setting when that does not divide the world.
+int data_parallel_ranks(const Config& config, int world);
+
+// The per-rank share of a global batch; an Error naming `field` when it does not divide into the
+// data-parallel ranks x gradient_accumulation_steps micro-batches (the rules' global batch is the same whatever
+// the split).
 int64_t local_batch_size(const Config& config, const std::string& field, int world);
 
 // The preset's loader thread count `key`: an Error naming the key, the value and the cap when it is below 1 or

@@ -34,7 +34,9 @@ class Trainer {
   // The tensors the model initialized, as the rules name them (logged as weights_initialization).
   virtual std::vector<std::string> initialized_tensors() const = 0;
   // The model as it is now, in the official implementation's format (workloads/checkpoint.h; MiniGo's .minigo).
+  // A split model (model_is_split) is gathered: every rank calls it, and world rank 0 writes the file.
   virtual void save_model(const std::string& path) const = 0;
+  virtual bool model_is_split() const { return false; }
   // bench: the training step on a synthetic batch of the run's per-rank (or global) batch.
   virtual SyntheticStep synthetic_step(BenchRun& run) = 0;
   // bench: the data-parallel gradient exchange whose communication the bench reports; null where there is none.

@@ -112,6 +112,7 @@ double TrainingLoop::update(const TrainingStep& step) {
   for (auto& parameter : parameters_) parameter.mutable_grad().reset();
   const bool scaled = settings_.precision == Precision::kFp16;
   const std::vector<BatchSlice> slices = slice_batch(step.samples, settings_.accumulation_steps);
+  if (step.micro_batches) return pipelined_update(step, slices);
   torch::Tensor batch_loss;
   for (size_t part = 0; part < slices.size(); ++part) {
     const bool last = part + 1 == slices.size();
@@ -129,16 +130,34 @@ double TrainingLoop::update(const TrainingStep& step) {
     batch_loss = batch_loss.defined() ? batch_loss + weighted.detach() : weighted.detach();
   }
   if (gradients_) gradients_->finish();
-  ++updates_;
-  if (!scaled) {
-    step.update();
-  } else {
-    // Every rank unscales the same averaged gradients, so all skip or all update.
-    const bool finite = scaler_.unscale(parameters_);
-    if (finite) step.update();
-    scaler_.update(finite);
-  }
+  apply_update(step);
   return batch_loss.item<double>();
+}
+
+double TrainingLoop::pipelined_update(const TrainingStep& step, const std::vector<BatchSlice>& slices) {
+  if (gradients_) gradients_->set_exchange(false);  // the schedule's backwards interleave: exchange after them
+  double loss = 0;
+  {
+    const AutocastGuard autocast(settings_.precision, device_);
+    loss = step.micro_batches(slices, gradient_scale());
+  }
+  if (gradients_) gradients_->finish();
+  apply_update(step);
+  return loss;
+}
+
+void TrainingLoop::apply_update(const TrainingStep& step) {
+  ++updates_;
+  if (settings_.precision != Precision::kFp16) {
+    step.update();
+    return;
+  }
+  // Every data-parallel rank unscales the same averaged gradients, and the shards of a split model agree, so
+  // all skip or all update.
+  bool finite = scaler_.unscale(parameters_);
+  if (step.finite_everywhere) finite = step.finite_everywhere(finite);
+  if (finite) step.update();
+  scaler_.update(finite);
 }
 
 void TrainingLoop::begin_block(RunControl& control) {

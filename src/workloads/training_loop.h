@@ -97,6 +97,14 @@ struct TrainingStep {
   // Forward and loss of one slice of the batch, the mean over its samples (a scalar). Runs under the
   // precision's autocast; the loop weights it and calls backward.
   std::function<torch::Tensor(const BatchSlice&)> loss;
+  // Pipeline parallelism: forward and backward of all the micro-batches, in the pipeline's schedule, each
+  // micro-batch's loss weighted by slice.weight() and multiplied by `loss_scale` before its backward; returns
+  // the batch's loss (the weighted sum), the same on every rank. When set it replaces `loss`, under the same
+  // autocast, and the ranks exchange gradients after it.
+  std::function<double(const std::vector<BatchSlice>& slices, double loss_scale)> micro_batches;
+  // A model split over ranks: whether every rank's unscaled gradients are finite, given this rank's, so that
+  // fp16's loss scaling skips or takes the update on all of them. Unset: this rank's shard is the whole model.
+  std::function<bool(bool)> finite_everywhere;
   // The optimizer update, once the gradients are accumulated and averaged over the ranks. Not called when
   // fp16's loss scaling found a non-finite gradient (the update is skipped, as GradScaler skips it).
   std::function<void()> update;
@@ -154,6 +162,10 @@ class TrainingLoop {
   }
 
  private:
+  double pipelined_update(const TrainingStep& step, const std::vector<BatchSlice>& slices);
+  // The optimizer's update, or under fp16 its skip when the unscaled gradients are not finite.
+  void apply_update(const TrainingStep& step);
+
   const Config& config_;
   torch::Device device_;
   StepSettings settings_;

@@ -1,5 +1,5 @@
 #pragma once
-// Two ranks of one world in two threads of the test process, over Gloo on loopback.
+// Ranks of one world in threads of the test process, over Gloo on loopback.
 #include <functional>
 #include <string>
 #include <thread>
@@ -10,19 +10,19 @@
 
 namespace trainbench::testing {
 
-// Runs `body(communicator)` as ranks 0 and 1 of a world of two; returns each rank's failure ("" if none).
-inline std::vector<std::string> run_two_ranks(const std::function<void(parallel::Communicator&)>& body) {
-  // A port per call: the tests of one process connect one after another.
+// Runs `body(communicator)` as ranks 0 … ranks-1 of one world; returns each rank's failure ("" if none).
+inline std::vector<std::string> run_ranks(int ranks, const std::function<void(parallel::Communicator&)>& body) {
+  // A port per call: the tests of one process connect one after another, and a port just closed may linger.
   static int calls = 0;
-  const int port = 28000 + static_cast<int>(::getpid() % 500) * 2 + (calls++ % 2);
-  std::vector<std::string> failures(2);
-  std::vector<std::thread> ranks;
-  for (int rank = 0; rank < 2; ++rank)
-    ranks.emplace_back([&, rank] {
+  const int port = 28000 + static_cast<int>(::getpid() % 500) * 2 + (calls++ % 2) + 1000 * (ranks > 2);
+  std::vector<std::string> failures(static_cast<size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < ranks; ++rank)
+    threads.emplace_back([&, rank] {
       try {
         parallel::RankEnvironment environment;
         environment.rank = environment.local_rank = rank;
-        environment.world = environment.local_world = 2;
+        environment.world = environment.local_world = ranks;
         environment.master_port = port;
         auto communicator = parallel::Communicator::connect(environment);
         body(*communicator);
@@ -30,8 +30,13 @@ inline std::vector<std::string> run_two_ranks(const std::function<void(parallel:
         failures[static_cast<size_t>(rank)] = error.what();
       }
     });
-  for (auto& rank : ranks) rank.join();
+  for (auto& thread : threads) thread.join();
   return failures;
+}
+
+// Ranks 0 and 1 of a world of two.
+inline std::vector<std::string> run_two_ranks(const std::function<void(parallel::Communicator&)>& body) {
+  return run_ranks(2, body);
 }
 
 }  // namespace trainbench::testing

@@ -2,19 +2,24 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "data/generators/bert_pretraining.h"
 #include "data/generators/dataset_directory.h"
 #include "parallel/gradient_sync.h"
+#include "parallel/pipeline.h"
 #include "util/error.h"
+#include "workloads/bert/model_parallel.h"
 #include "workloads/bert/pretraining.h"
 #include "workloads/bert/settings.h"
+#include "workloads/bert/trainer.h"
 #include "workloads/common.h"
-#include "workloads/trainer.h"
 
 extern const char* const trainbench_presets_bert;
 
@@ -83,13 +88,19 @@ torch::Tensor pretraining_loss(const BertForPreTraining& model, const BertOutput
          torch::nn::functional::cross_entropy(outputs.next_sentence_logits, batch.next_sentence_labels);
 }
 
-TrainingStep training_step(BertForPreTraining model, Lamb& optimizer, PretrainingBatch batch, double learning_rate) {
+uint64_t draw_dropout_key(at::Generator& generator) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return at::check_generator<at::CPUGeneratorImpl>(generator)->random64();
+}
+
+TrainingStep training_step(BertForPreTraining model, Lamb& optimizer, PretrainingBatch batch, double learning_rate,
+                           const ForwardPass& pass) {
   TrainingStep step;
   step.samples = batch.input_ids.size(0);
   step.loss = [=](const BatchSlice& slice) mutable {
     const PretrainingBatch part = slice.size == batch.input_ids.size(0) ? batch : batch.rows(slice);
-    const BertOutputs outputs =
-        model->forward(part.input_ids, part.segment_ids, part.input_mask, part.masked_positions);
+    const BertOutputs outputs = model->forward(part.input_ids, part.segment_ids, part.input_mask, part.masked_positions,
+                                               {pass.dropout_key, pass.first_row + slice.begin});
     return pretraining_loss(model, outputs, part);
   };
   step.update = [&optimizer, learning_rate] { optimizer.step(learning_rate); };
@@ -100,7 +111,7 @@ int64_t masked_lm_correct(BertForPreTraining& model, const PretrainingBatch& bat
   torch::NoGradGuard no_grad;
   const BertOutputs outputs =
       model->forward(batch.input_ids, batch.segment_ids, batch.input_mask, batch.masked_positions);
-  return model->masked_lm_logits(outputs.masked_lm_features).argmax(1).eq(batch.masked_lm_ids).sum().item<int64_t>();
+  return model->masked_lm_predictions(outputs.masked_lm_features).eq(batch.masked_lm_ids).sum().item<int64_t>();
 }
 
 namespace {
@@ -163,16 +174,32 @@ std::string starting_weights(const WorkloadSettings& settings, const Settings& p
   return (checkpoint.is_absolute() ? checkpoint : fs::path(settings.data_dir) / checkpoint).string();
 }
 
-// The seeded model with the weights it starts from, on `device` in training mode.
+// The seeded model with the weights it starts from, on the context's device in training mode: the whole model,
+// or under a plan that splits it this rank's part, cut from the same whole model so every split starts alike. The
+// weights come from `generator` (seeded from --seed): LibTorch's default generator is the process's, which the
+// modules' own initialisation also draws from, and which ranks in threads of one process share.
 BertForPreTraining starting_model(const WorkloadSettings& settings, const Settings& preset, TrainerPurpose purpose,
-                                  const torch::Device& device) {
+                                  const parallel::ParallelContext& context, at::Generator& generator) {
   seed_torch(settings);
-  BertForPreTraining model(model_options(preset));
+  BertForPreTraining model(model_options(preset), BertPartition{});
+  model->reset_parameters(generator);
   const std::string weights = starting_weights(settings, preset, purpose);
   if (!weights.empty()) load_checkpoint(model, weights);
-  model->to(device);
+  if (context.plan.model_parallel()) {
+    BertForPreTraining part(model_options(preset), partition_for(preset, context));
+    part->take_shards(*model);
+    model = part;
+  }
+  model->to(context.device);
   model->train();
   return model;
+}
+
+// The context with the preset's plan's groups formed, when the plan splits the model.
+parallel::ParallelContext planned_context(const Config& config, const Settings& preset,
+                                          const parallel::ParallelContext& context) {
+  const parallel::ParallelPlan plan = plan_for(config, preset, context.world_size());
+  return plan.model_parallel() ? parallel::with_plan(context, plan) : context;
 }
 
 // bench's batch: full-length sequences, every prediction slot used.
@@ -198,54 +225,124 @@ PretrainingBatch synthetic_batch(int64_t batch_size, int64_t seq, int64_t preds,
   return make_batch(samples, device);
 }
 
-// BERT's model, LAMB, gradient exchange and loop, as a run, a bench and an export build them.
-class BertTrainer : public TrainerOf<Settings> {
- public:
-  BertTrainer(const WorkloadSettings& settings, const parallel::ParallelContext& context, TrainerPurpose purpose)
-      : TrainerOf(settings, context),
-        model_(starting_model(settings, preset_, purpose, context.device)),
-        optimizer_(optimizer_parameters(model_), lamb_options(preset_)),
-        gradients_(*context.world, model_->parameters(), model_->buffers()),  // rank 0's initial weights
-        loop_(config_, context.device, model_->parameters(), &gradients_) {}
+}  // namespace
 
-  // One update on a batch of this rank's sequences at `learning_rate`.
-  TrainingStep step(PretrainingBatch batch, double learning_rate) {
-    return training_step(model_, optimizer_, std::move(batch), learning_rate);
+BertTrainer::BertTrainer(const WorkloadSettings& settings, const parallel::ParallelContext& context,
+                         TrainerPurpose purpose)
+    : TrainerOf(settings, context),
+      planned_(planned_context(config_, preset_, context)),
+      generator_(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(settings.seed))),
+      model_(starting_model(settings, preset_, purpose, planned_, generator_)),
+      optimizer_(optimizer_parameters(model_, planned_), lamb_options(preset_)),
+      gradients_(planned_.data_parallel(), model_->parameters(), model_->buffers()),  // rank 0's initial weights
+      loop_(config_, context.device, model_->parameters(), &gradients_),
+      pipeline_(planned_.pipeline_parallel(), planned_.plan.schedule, planned_.plan.virtual_stages) {
+  if (planned_.plan.model_parallel()) optimizer_.span_ranks(norm_reduction(planned_));
+}
+
+TrainingStep BertTrainer::step(PretrainingBatch batch, double learning_rate, int64_t first_row) {
+  const ForwardPass pass{draw_dropout_key(generator_), first_row};
+  if (!planned_.plan.model_parallel()) return training_step(model_, optimizer_, std::move(batch), learning_rate, pass);
+  TrainingStep step = planned_.plan.pipeline > 1
+                          ? pipelined_step(std::move(batch), pass)
+                          : training_step(model_, optimizer_, std::move(batch), learning_rate, pass);
+  step.update = [this, learning_rate] {
+    sum_tied_embedding_gradients(model_, planned_);
+    optimizer_.step(learning_rate);
+  };
+  step.finite_everywhere = [this](bool finite) {
+    std::vector<double> nonfinite{finite ? 0.0 : 1.0};
+    planned_.world->sum(nonfinite);
+    return nonfinite[0] == 0;
+  };
+  return step;
+}
+
+TrainingStep BertTrainer::pipelined_step(PretrainingBatch batch, const ForwardPass& pass) {
+  TrainingStep step;
+  step.samples = batch.input_ids.size(0);
+  step.micro_batches = [this, batch = std::move(batch), pass](const std::vector<BatchSlice>& slices,
+                                                              double loss_scale) {
+    return run_pipeline(batch, pass, slices, loss_scale);
+  };
+  return step;
+}
+
+std::vector<std::string> BertTrainer::initialized_tensors() const {
+  std::vector<std::string> names;
+  // A split model's part holds only some; the names are the one-rank model's, whose layers differ only in index.
+  const BertForPreTraining whole =
+      model_is_split() ? BertForPreTraining(model_options(preset_).layers(1), BertPartition{}) : model_;
+  const std::string first_layer = "bert.encoder.layer.0.";
+  for (const auto& parameter : whole->named_parameters()) {
+    const std::string& name = parameter.key();
+    if (!model_is_split() || name.rfind(first_layer, 0) != 0) {
+      names.push_back(mlperf_tensor_name(name));
+      continue;
+    }
+    for (int64_t i = 0; i < preset_.layers; ++i)
+      names.push_back(
+          mlperf_tensor_name("bert.encoder.layer." + std::to_string(i) + "." + name.substr(first_layer.size())));
   }
-  BertForPreTraining& model() { return model_; }
-  TrainingLoop& loop() { return loop_; }
-  parallel::GradientSync* gradient_exchange() override { return &gradients_; }
+  names.push_back("cls/predictions/decoder/kernel");  // the rules list the tied decoder separately
+  return names;
+}
 
-  std::vector<std::string> initialized_tensors() const override {
-    std::vector<std::string> names;
-    for (const auto& parameter : model_->named_parameters()) names.push_back(mlperf_tensor_name(parameter.key()));
-    names.push_back("cls/predictions/decoder/kernel");  // the rules list the tied decoder separately
-    return names;
+void BertTrainer::save_model(const std::string& path) const {
+  if (!model_is_split()) {
+    save_official_checkpoint(model_, path);
+    return;
   }
+  const BertForPreTraining whole = gather_whole_model(model_, model_options(preset_), planned_);
+  if (planned_.rank() == 0) save_official_checkpoint(whole, path);
+}
 
-  // As NVIDIA's BertForPretraining state dict.
-  void save_model(const std::string& path) const override { save_official_checkpoint(model_, path); }
+SyntheticStep BertTrainer::synthetic_step(BenchRun& run) {
+  const int64_t batch_size = preset_.batch_size / planned_.data_parallel().world(), seq = preset_.seq_length;
+  const int64_t preds = preset_.max_predictions;
+  const PretrainingBatch batch = synthetic_batch(batch_size, seq, preds, context_.device);
+  return {[this, batch] { loop_.update(step(batch, 1e-4, 0)); }, "seq",
+          3.0 * 2.0 * model_->forward_macs(batch_size, seq, batch_size * preds) / batch_size,
+          "seq " + std::to_string(seq) + ", " + std::to_string(preds) + " predictions" +
+              (model_is_split() ? ", " + planned_.plan.describe() + " (FLOPs of the whole model)" : "")};
+}
 
-  SyntheticStep synthetic_step(BenchRun& run) override {
-    const int64_t batch_size = run.local_batch, seq = preset_.seq_length, preds = preset_.max_predictions;
-    const PretrainingBatch batch = synthetic_batch(batch_size, seq, preds, context_.device);
-    return {[this, batch] { loop_.update(step(batch, 1e-4)); }, "seq",
-            3.0 * 2.0 * model_->forward_macs(batch_size, seq, batch_size * preds) / batch_size,
-            "seq " + std::to_string(seq) + ", " + std::to_string(preds) + " predictions"};
-  }
+// The first virtual stage embeds its micro-batch, each chunk runs its layers, and the last one's loss is weighted
+// by the micro-batch's share of the batch and scaled as the loop weights and scales it.
+double BertTrainer::run_pipeline(const PretrainingBatch& batch, const ForwardPass& pass,
+                                 const std::vector<BatchSlice>& slices, double loss_scale) {
+  std::vector<PretrainingBatch> parts;
+  for (const BatchSlice& slice : slices)
+    parts.push_back(slice.size == batch.input_ids.size(0) ? batch : batch.rows(slice));
+  const int stage = planned_.coordinates().pipeline;
+  parallel::PipelineStageFunctions functions;
+  functions.forward = [&](int chunk, int micro_batch, const torch::Tensor& input) {
+    const PretrainingBatch& part = parts[static_cast<size_t>(micro_batch)];
+    const ForwardPass micro_pass{pass.dropout_key, pass.first_row + slices[static_cast<size_t>(micro_batch)].begin};
+    const torch::Tensor hidden =
+        pipeline_.first_virtual_stage(chunk) ? model_->embed(part.input_ids, part.segment_ids, micro_pass) : input;
+    const auto [first, last] = chunk_layers(preset_.layers, planned_.plan, stage, chunk);
+    const torch::Tensor encoded = model_->encode(hidden, part.input_mask, first, last, micro_pass);
+    if (!pipeline_.last_virtual_stage(chunk)) return encoded;
+    const torch::Tensor loss = pretraining_loss(model_, model_->predict(encoded, part.masked_positions), part);
+    return loss * (slices[static_cast<size_t>(micro_batch)].weight() * loss_scale);
+  };
+  functions.input_layout = [&](int, int micro_batch) {
+    return parallel::ActivationLayout{
+        {slices[static_cast<size_t>(micro_batch)].size, preset_.seq_length, preset_.hidden},
+        torch::TensorOptions().dtype(torch::kFloat).device(context_.device)};
+  };
+  return pipeline_.run_step(static_cast<int>(slices.size()), functions) / loss_scale;
+}
 
- private:
-  BertForPreTraining model_;
-  Lamb optimizer_;
-  parallel::GradientSync gradients_;
-  TrainingLoop loop_;
-};
+namespace {
 
 class BertWorkload : public WorkloadBase {
  public:
   explicit BertWorkload(WorkloadSettings settings)
       : WorkloadBase(std::move(settings)), preset_(read_settings<Settings>(config_)) {
     check_settings(config_, preset_);
+    plan_ = plan_for(config_, preset_, communicator_->world());  // before the log opens
   }
 
   WorkloadDescription describe() const override {
@@ -274,6 +371,13 @@ class BertWorkload : public WorkloadBase {
         {"opt_lamb_learning_rate_decay_poly_power", preset_.poly_power},
         {"trainbench_model", config_.string("summary")},
     };
+    if (plan_.model_parallel()) {  // the layout, beside the MLPerf keys (docs/parallelism.md)
+      description.hyperparameters.push_back({"trainbench_tensor_parallel", plan_.tensor});
+      description.hyperparameters.push_back({"trainbench_pipeline_parallel", plan_.pipeline});
+      description.hyperparameters.push_back({"trainbench_data_parallel", plan_.data});
+      description.hyperparameters.push_back({"trainbench_pipeline_schedule", schedule_name(plan_.schedule)});
+      description.hyperparameters.push_back({"trainbench_virtual_pipeline_stages", plan_.virtual_stages});
+    }
     return description;
   }
 
@@ -300,15 +404,17 @@ class BertWorkload : public WorkloadBase {
     trainer_->model()->train();
     TrainingLoop& loop = trainer_->loop();
     const int64_t batch_size = preset_.batch_size;  // global
+    // The ranks of one model (its tensor-parallel and pipeline ranks) read the same rows.
+    parallel::Communicator& data = trainer_->context().data_parallel();
+    const int64_t first_row = data.rank() * (batch_size / data.world());
     loop.begin_block(control);
     // Blocks are in samples; a block ends at the first whole batch that reaches its last sample.
     while (static_cast<double>(loop.updates() * batch_size) < block.last_epoch_num()) {
       PretrainingBatch batch = loop.fetch([&] {
-        return make_batch(
-            train_->gather(order_->batch(loop.updates(), batch_size, communicator_->rank(), communicator_->world())),
-            device_);
+        return make_batch(train_->gather(order_->batch(loop.updates(), batch_size, data.rank(), data.world())),
+                          device_);
       });
-      loop.train(trainer_->step(std::move(batch), schedule_.at(loop.updates())));
+      loop.train(trainer_->step(std::move(batch), schedule_.at(loop.updates()), first_row));
     }
     return loop.end_block();
   }
@@ -318,13 +424,21 @@ class BertWorkload : public WorkloadBase {
     model->eval();
     const int64_t batch_size = preset_.eval_batch_size;
     int64_t correct = 0, total = 0;
-    const auto [begin, end] = data::eval_range(eval_count_, communicator_->rank(), communicator_->world());
+    const parallel::ParallelContext& context = trainer_->context();
+    const auto [begin, end] =
+        data::eval_range(eval_count_, context.data_parallel().rank(), context.data_parallel().world());
     for (int64_t first = begin; first < end; first += batch_size) {
       std::vector<int64_t> indices;
       for (int64_t i = first; i < std::min(end, first + batch_size); ++i) indices.push_back(i);
       const PretrainingBatch batch = make_batch(eval_->gather(indices), device_);
-      correct += masked_lm_correct(model, batch);
-      total += batch.masked_lm_ids.size(0);
+      if (context.plan.model_parallel()) {  // each prediction counted once, on the last stage's first rank
+        const auto [batch_correct, predictions] = masked_lm_counts(model, batch, context);
+        correct += batch_correct;
+        total += predictions;
+      } else {
+        correct += masked_lm_correct(model, batch);
+        total += batch.masked_lm_ids.size(0);
+      }
       control.check_interrupt();
     }
     model->train();
@@ -345,6 +459,7 @@ class BertWorkload : public WorkloadBase {
   }
 
   const Settings preset_;
+  parallel::ParallelPlan plan_;
   std::unique_ptr<BertTrainer> trainer_;
   BertLrSchedule schedule_;
   std::optional<data::BertShardSet> train_, eval_;

@@ -5,9 +5,12 @@
 #include <iterator>
 #include <limits>
 
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "parallel/tensor_parallel.h"
 #include "util/error.h"
-#include "workloads/checkpoint.h"
 #include "workloads/bert/dense.h"
+#include "workloads/checkpoint.h"
 
 namespace trainbench::bert {
 
@@ -54,9 +57,9 @@ torch::nn::LayerNorm layer_norm(Module& parent, const BertOptions& options) {
 
 // Truncated normal(0, std) on [-2 std, 2 std], the TF reference's initializer, by inverting the normal CDF
 // of a uniform draw over the kept range (exact, no resampling loop).
-void truncated_normal_(torch::Tensor& tensor, double std) {
+void truncated_normal_(torch::Tensor& tensor, double std, const c10::optional<at::Generator>& generator) {
   const double low = 0.5 * std::erfc(2.0 / std::sqrt(2.0));  // Phi(-2)
-  tensor.uniform_(2 * low - 1, 1 - 2 * low).erfinv_().mul_(std * std::sqrt(2.0));
+  tensor.uniform_(2 * low - 1, 1 - 2 * low, generator).erfinv_().mul_(std * std::sqrt(2.0));
 }
 
 // A 32-bit integer hash with good avalanche (Wellons' "lowbias32"); its multiplies vectorise, unlike a
@@ -116,47 +119,118 @@ class DecoderCrossEntropy : public torch::autograd::Function<DecoderCrossEntropy
 
 }  // namespace
 
-torch::Tensor dropout(const torch::Tensor& input, double p, bool training) {
-  if (!training || p == 0 || !input.device().is_cpu() || input.scalar_type() != torch::kFloat) return torch::dropout(input, p, training);
-  const auto key = static_cast<uint64_t>(torch::randint(std::numeric_limits<int64_t>::max(), {1}, torch::kLong).item<int64_t>());
-  const auto key_low = static_cast<uint32_t>(key), key_high = static_cast<uint32_t>(key >> 32);
+uint64_t dropout_key(uint64_t update_key, uint64_t site) {
+  // splitmix64's finaliser over the pair: nearby site numbers give unrelated keys.
+  uint64_t z = update_key + 0x9e3779b97f4a7c15ULL * (site + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+torch::Tensor dropout(const torch::Tensor& input, double p, bool training, const DropoutSite& site) {
+  if (!training || p == 0) return input;
+  if (!input.device().is_cpu()) return torch::dropout(input, p, true);  // the device's own generator
+  if (input.scalar_type() != torch::kFloat) {
+    // A generator of the key's and shard's own: replicated tensors get one mask on every rank, shards their own.
+    auto generator =
+        at::make_generator<at::CPUGeneratorImpl>(dropout_key(site.key, static_cast<uint64_t>(site.shard_offset)));
+    return input * torch::empty_like(input).bernoulli_(1 - p, generator).div_(1 - p);
+  }
+  const auto key_low = static_cast<uint32_t>(site.key), key_high = static_cast<uint32_t>(site.key >> 32);
   // Keep an element when its 24-bit uniform is at least p; p's threshold in those units, rounded up.
   const auto threshold = static_cast<uint32_t>(std::min(std::ceil(p * 16777216.0), 16777216.0));
   const auto scale = static_cast<float>(1.0 / (1.0 - p));
+  // The input as [rows, local, inner]: rows are batch rows, dim 1 the split one (or 1 when whole).
+  const int64_t rows = input.size(0), local = site.shard_full > 0 ? input.size(1) : 1;
+  const int64_t full = site.shard_full > 0 ? site.shard_full : 1,
+                inner = input.numel() / std::max<int64_t>(1, rows * local);
   torch::Tensor mask = torch::empty(input.sizes(), input.options().memory_format(torch::MemoryFormat::Contiguous));
   float* values = mask.data_ptr<float>();
-  at::parallel_for(0, mask.numel(), 16384, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const uint32_t bits = mix32(mix32(static_cast<uint32_t>(i) ^ key_low) + (static_cast<uint32_t>(i >> 32) ^ key_high));
-      values[i] = (bits >> 8) >= threshold ? scale : 0.0f;
-    }
-  });
+  at::parallel_for(
+      0, rows * local, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, inner)), [&](int64_t begin, int64_t end) {
+        for (int64_t line = begin; line < end; ++line) {
+          const int64_t row = line / local, column = line % local;
+          const auto first =
+              static_cast<uint64_t>(((site.first_row + row) * full + site.shard_offset + column) * inner);
+          float* out = values + line * inner;
+          for (int64_t i = 0; i < inner; ++i) {
+            const uint64_t g = first + static_cast<uint64_t>(i);
+            const uint32_t bits =
+                mix32(mix32(static_cast<uint32_t>(g) ^ key_low) + (static_cast<uint32_t>(g >> 32) ^ key_high));
+            out[i] = (bits >> 8) >= threshold ? scale : 0.0f;
+          }
+        }
+      });
   return input * mask;
 }
 
-BertLayerImpl::BertLayerImpl(const BertOptions& options) : heads_(options.heads()), dropout_(options.dropout()) {
+int64_t tensor_parallel_dim(const std::string& name) {
+  const auto ends_with = [&name](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  for (const char* column :
+       {"attention.self.query.", "attention.self.key.", "attention.self.value.", "intermediate.dense."})
+    if (name.find(column) != std::string::npos) return 0;
+  if (name.find(".layer.") != std::string::npos && ends_with("output.dense.weight")) return 1;  // row-parallel
+  if (name == kWordEmbeddings || name == kOutputBias) return 0;
+  return -1;
+}
+
+BertLayerImpl::BertLayerImpl(const BertOptions& options, int64_t index, const BertPartition& partition)
+    : index_(index),
+      heads_(options.heads() / partition.tensor_size()),
+      all_heads_(options.heads()),
+      dropout_(options.dropout()),
+      partition_(partition) {
   if (options.hidden() % options.heads() != 0)
     fail("bert model", "hidden " + std::to_string(options.hidden()) + " is not divisible by heads " + std::to_string(options.heads()));
-  const int64_t hidden = options.hidden();
+  const int64_t hidden = options.hidden(), parts = partition.tensor_size();
+  // Split over tensor-parallel ranks as Megatron splits a transformer layer: query, key, value and the first
+  // feed-forward matrix by output rows (column-parallel: whole heads, a slice of the width), the two output
+  // matrices by input columns (row-parallel), their biases and the LayerNorms whole.
   auto attention = level(*this, "attention");
   auto self = level(*attention, "self");
-  query = linear(*self, "query", hidden, hidden);
-  key = linear(*self, "key", hidden, hidden);
-  value = linear(*self, "value", hidden, hidden);
+  query = linear(*self, "query", hidden, hidden / parts);
+  key = linear(*self, "key", hidden, hidden / parts);
+  value = linear(*self, "value", hidden, hidden / parts);
   auto attention_output = level(*attention, "output");
-  attention_dense = linear(*attention_output, "dense", hidden, hidden);
+  attention_dense = linear(*attention_output, "dense", hidden / parts, hidden);
   attention_norm = layer_norm(*attention_output, options);
-  intermediate = linear(*level(*this, "intermediate"), "dense", hidden, options.intermediate());
+  intermediate = linear(*level(*this, "intermediate"), "dense", hidden, options.intermediate() / parts);
   auto output = level(*this, "output");
-  output_dense = linear(*output, "dense", options.intermediate(), hidden);
+  output_dense = linear(*output, "dense", options.intermediate() / parts, hidden);
   output_norm = layer_norm(*output, options);
 }
 
-torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden, const torch::Tensor& attention_bias) {
-  const int64_t batch = hidden.size(0), seq = hidden.size(1), width = hidden.size(2), head_width = width / heads_;
+DropoutSite BertLayerImpl::site(const ForwardPass& pass, int64_t number, int64_t shard_offset,
+                                int64_t shard_full) const {
+  return {dropout_key(pass.dropout_key, static_cast<uint64_t>(1 + 3 * index_ + number)), pass.first_row, shard_offset,
+          shard_full};
+}
+
+// input · weightᵀ + bias for this rank's output columns; the input's gradient is summed over the
+// tensor-parallel ranks (Megatron's f).
+torch::Tensor BertLayerImpl::column_parallel(const torch::Tensor& input, const torch::Tensor& weight,
+                                             const torch::Tensor& bias) {
+  if (!partition_.split()) return dense(input, weight, bias);
+  return dense(parallel::copy_to_tensor_parallel(input, *partition_.tensor_group), weight, bias);
+}
+
+// The partial products of this rank's input columns summed over the tensor-parallel ranks (Megatron's g), then
+// the whole bias once.
+torch::Tensor BertLayerImpl::row_parallel(const torch::nn::Linear& layer, const torch::Tensor& input) {
+  if (!partition_.split()) return dense_layer(layer, input);
+  const torch::Tensor partial = dense(input, layer->weight, torch::zeros_like(layer->bias));
+  return parallel::reduce_from_tensor_parallel(partial, *partition_.tensor_group) + layer->bias;
+}
+
+torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden, const torch::Tensor& attention_bias,
+                                     const ForwardPass& pass) {
+  const int64_t batch = hidden.size(0), seq = hidden.size(1), head_width = hidden.size(2) / all_heads_;
+  const int64_t width = heads_ * head_width;  // this rank's heads
   // One matrix product for query, key and value: fewer, larger GEMMs are faster than three small ones.
-  const torch::Tensor qkv =
-      dense(hidden, torch::cat({query->weight, key->weight, value->weight}), torch::cat({query->bias, key->bias, value->bias}));
+  const torch::Tensor qkv = column_parallel(hidden, torch::cat({query->weight, key->weight, value->weight}),
+                                            torch::cat({query->bias, key->bias, value->bias}));
   // [B, S, 3, heads, d] -> three [B*heads, S, d]. unbind rather than three selects: its backward stacks the
   // three gradients once instead of zero-filling and summing three full-size buffers.
   const std::vector<torch::Tensor> split = qkv.view({batch, seq, 3, heads_, head_width}).permute({2, 0, 3, 1, 4}).unbind(0);
@@ -166,43 +240,65 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden, const torch::T
   const torch::Tensor bias = attention_bias.expand({batch, heads_, 1, seq}).reshape({batch * heads_, 1, seq});
   torch::Tensor probabilities =
       torch::baddbmm(bias, q, k.transpose(1, 2), 1.0, 1.0 / std::sqrt(static_cast<double>(head_width))).softmax(-1);
-  probabilities = bert::dropout(probabilities, dropout_, is_training());
+  // The mask of this rank's heads within all heads: [B, heads, S, S] viewed with the heads as dim 1.
+  probabilities = bert::dropout(probabilities.view({batch, heads_, seq, seq}), dropout_, is_training(),
+                                site(pass, 0, partition_.tensor_rank() * heads_, all_heads_))
+                      .view({batch * heads_, seq, seq});
   const torch::Tensor context =
       torch::bmm(probabilities, v).view({batch, heads_, seq, head_width}).transpose(1, 2).reshape({batch, seq, width});
-  const torch::Tensor attended =
-      attention_norm(bert::dropout(dense_layer(attention_dense, context), dropout_, is_training()) + hidden);
-  const torch::Tensor expanded = tanh_gelu(dense_layer(intermediate, attended));
-  return output_norm(bert::dropout(dense_layer(output_dense, expanded), dropout_, is_training()) + attended);
+  const torch::Tensor attended = attention_norm(
+      bert::dropout(row_parallel(attention_dense, context), dropout_, is_training(), site(pass, 1)) + hidden);
+  const torch::Tensor expanded = tanh_gelu(column_parallel(attended, intermediate->weight, intermediate->bias));
+  return output_norm(bert::dropout(row_parallel(output_dense, expanded), dropout_, is_training(), site(pass, 2)) +
+                     attended);
 }
 
 BertForPreTrainingImpl::BertForPreTrainingImpl(const BertOptions& options) : options_(options) {
+  register_modules();
+  reset_parameters();
+}
+
+BertForPreTrainingImpl::BertForPreTrainingImpl(const BertOptions& options, const BertPartition& partition)
+    : options_(options), partition_(partition) {
+  register_modules();
+}
+
+void BertForPreTrainingImpl::register_modules() {
+  const int64_t parts = partition_.tensor_size();
+  const int64_t vocab_rows = (partition_.padded_vocab > 0 ? partition_.padded_vocab : options_.vocab_size()) / parts;
   auto bert = level(*this, "bert");
   auto embeddings = level(*bert, "embeddings");
   // A sparse gradient from the lookup: the tied MLM decoder's dense gradient of the same weight arrives first
   // and the lookup's rows are added into it, instead of a zero-filled vocab x hidden buffer summed with it.
-  word_embeddings = embeddings->register_module(
-      "word_embeddings",
-      torch::nn::Embedding(torch::nn::EmbeddingOptions(options.vocab_size(), options.hidden()).sparse(true)));
-  position_embeddings =
-      embeddings->register_module("position_embeddings", torch::nn::Embedding(options.max_positions(), options.hidden()));
-  token_type_embeddings =
-      embeddings->register_module("token_type_embeddings", torch::nn::Embedding(options.type_vocab_size(), options.hidden()));
-  embeddings_norm = layer_norm(*embeddings, options);
+  // A stage without the decoder gets a dense one (the data-parallel exchange and LAMB take dense gradients).
+  const bool sparse_lookup = partition_.embeddings && partition_.heads;
+  if (partition_.embeddings || partition_.heads)
+    word_embeddings = embeddings->register_module(
+        "word_embeddings",
+        torch::nn::Embedding(torch::nn::EmbeddingOptions(vocab_rows, options_.hidden()).sparse(sparse_lookup)));
+  if (partition_.embeddings) {
+    position_embeddings = embeddings->register_module(
+        "position_embeddings", torch::nn::Embedding(options_.max_positions(), options_.hidden()));
+    token_type_embeddings = embeddings->register_module(
+        "token_type_embeddings", torch::nn::Embedding(options_.type_vocab_size(), options_.hidden()));
+    embeddings_norm = layer_norm(*embeddings, options_);
+  }
   auto encoder_layers = level(*level(*bert, "encoder"), "layer");
-  for (int64_t i = 0; i < options.layers(); ++i)
-    layers_.push_back(encoder_layers->register_module(std::to_string(i), BertLayer(options)));
-  pooler = linear(*level(*bert, "pooler"), "dense", options.hidden(), options.hidden());
+  for (int64_t i = 0; i < options_.layers(); ++i)
+    if (partition_.layers.empty() || std::count(partition_.layers.begin(), partition_.layers.end(), i))
+      layers_.emplace(i, encoder_layers->register_module(std::to_string(i), BertLayer(options_, i, partition_)));
+  if (!partition_.heads) return;
+  pooler = linear(*level(*bert, "pooler"), "dense", options_.hidden(), options_.hidden());
   auto cls = level(*this, "cls");
   auto predictions = level(*cls, "predictions");
   auto transform_level = level(*predictions, "transform");
-  transform = linear(*transform_level, "dense", options.hidden(), options.hidden());
-  transform_norm = layer_norm(*transform_level, options);
-  output_bias = predictions->register_parameter("bias", torch::zeros({options.vocab_size()}));
-  seq_relationship = linear(*cls, "seq_relationship", options.hidden(), 2);
-  reset_parameters();
+  transform = linear(*transform_level, "dense", options_.hidden(), options_.hidden());
+  transform_norm = layer_norm(*transform_level, options_);
+  output_bias = predictions->register_parameter("bias", torch::zeros({vocab_rows}));
+  seq_relationship = linear(*cls, "seq_relationship", options_.hidden(), 2);
 }
 
-void BertForPreTrainingImpl::reset_parameters() {
+void BertForPreTrainingImpl::reset_parameters(c10::optional<at::Generator> generator) {
   torch::NoGradGuard no_grad;
   for (auto& item : named_parameters()) {
     torch::Tensor& parameter = item.value();
@@ -212,21 +308,64 @@ void BertForPreTrainingImpl::reset_parameters() {
     else if (parameter.dim() == 1)
       parameter.zero_();
     else
-      truncated_normal_(parameter, options_.initializer_range());
+      truncated_normal_(parameter, options_.initializer_range(), generator);
   }
 }
 
-BertOutputs BertForPreTrainingImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& segment_ids,
-                                            const torch::Tensor& input_mask, const torch::Tensor& masked_positions) {
-  const int64_t batch = input_ids.size(0), seq = input_ids.size(1);
+void BertForPreTrainingImpl::take_shards(const BertForPreTrainingImpl& whole) {
+  torch::NoGradGuard no_grad;
+  const auto sources = whole.named_parameters();
+  const int parts = partition_.tensor_size(), rank = partition_.tensor_rank();
+  for (auto& item : named_parameters()) {
+    torch::Tensor source = sources[item.key()];
+    const int64_t dim = tensor_parallel_dim(item.key());
+    if (dim == 0 && source.size(0) < item.value().size(0) * parts) {  // Megatron's vocabulary padding: zero rows
+      std::vector<int64_t> padding = source.sizes().vec();
+      padding[0] = item.value().size(0) * parts - source.size(0);
+      source = torch::cat({source, torch::zeros(padding, source.options())});
+    }
+    if (dim >= 0 && parts > 1) source = source.chunk(parts, dim)[static_cast<size_t>(rank)];
+    item.value().copy_(source);
+  }
+}
+
+torch::Tensor BertForPreTrainingImpl::embed(const torch::Tensor& input_ids, const torch::Tensor& segment_ids,
+                                            const ForwardPass& pass) {
+  const int64_t seq = input_ids.size(1);
   const torch::Tensor positions = torch::arange(seq, input_ids.options());
-  torch::Tensor hidden = word_embeddings(input_ids) + position_embeddings(positions) + token_type_embeddings(segment_ids);
-  hidden = bert::dropout(embeddings_norm(hidden), options_.dropout(), is_training());
+  torch::Tensor words;
+  if (!partition_.split()) {
+    words = word_embeddings(input_ids);
+  } else {
+    // Megatron's vocab-parallel embedding: each rank looks up the ids in its rows, the rest give zeros, and the
+    // ranks' lookups are summed.
+    const int64_t rows = word_embeddings->weight.size(0), first = rows * partition_.tensor_rank();
+    const torch::Tensor mine = (input_ids >= first).logical_and(input_ids < first + rows);
+    const torch::Tensor local = torch::embedding(word_embeddings->weight, (input_ids - first) * mine) *
+                                mine.unsqueeze(-1).to(word_embeddings->weight.scalar_type());
+    words = parallel::reduce_from_tensor_parallel(local, *partition_.tensor_group);
+  }
+  const torch::Tensor hidden = words + position_embeddings(positions) + token_type_embeddings(segment_ids);
+  return bert::dropout(embeddings_norm(hidden), options_.dropout(), is_training(),
+                       {dropout_key(pass.dropout_key, 0), pass.first_row});
+}
+
+torch::Tensor BertForPreTrainingImpl::encode(torch::Tensor hidden, const torch::Tensor& input_mask, int64_t first,
+                                             int64_t last, const ForwardPass& pass) {
+  const int64_t batch = input_mask.size(0), seq = input_mask.size(1);
   // Padding gets -10000 before the softmax, as in the reference (exp underflows to 0 in float32).
   const torch::Tensor attention_bias =
       ((1.0 - input_mask.to(hidden.scalar_type())) * -10000.0).view({batch, 1, 1, seq});
-  for (auto& layer : layers_) hidden = layer(hidden, attention_bias);
+  for (int64_t i = first; i < last; ++i) {
+    const auto layer = layers_.find(i);
+    if (layer == layers_.end()) fail("bert model", "layer " + std::to_string(i) + " is not held by this rank");
+    hidden = layer->second(hidden, attention_bias, pass);
+  }
+  return hidden;
+}
 
+BertOutputs BertForPreTrainingImpl::predict(const torch::Tensor& hidden, const torch::Tensor& masked_positions) {
+  const int64_t batch = hidden.size(0), seq = hidden.size(1);
   BertOutputs outputs;
   const torch::Tensor first_token = hidden.select(1, 0);
   outputs.next_sentence_logits = dense_layer(seq_relationship, torch::tanh(dense_layer(pooler, first_token)));
@@ -235,12 +374,31 @@ BertOutputs BertForPreTrainingImpl::forward(const torch::Tensor& input_ids, cons
   return outputs;
 }
 
+BertOutputs BertForPreTrainingImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& segment_ids,
+                                            const torch::Tensor& input_mask, const torch::Tensor& masked_positions,
+                                            const ForwardPass& pass) {
+  const torch::Tensor hidden = encode(embed(input_ids, segment_ids, pass), input_mask, 0, options_.layers(), pass);
+  return predict(hidden, masked_positions);
+}
+
 torch::Tensor BertForPreTrainingImpl::masked_lm_logits(const torch::Tensor& features) const {
+  if (partition_.split()) fail("bert model", "masked_lm_logits of a tensor-parallel model: each rank has a slice");
   return dense(features, word_embeddings->weight, output_bias);
 }
 
 torch::Tensor BertForPreTrainingImpl::masked_lm_loss(const torch::Tensor& features, const torch::Tensor& labels) const {
-  return DecoderCrossEntropy::apply(features, word_embeddings->weight, output_bias, labels);
+  if (!partition_.split()) return DecoderCrossEntropy::apply(features, word_embeddings->weight, output_bias, labels);
+  // Megatron's vocab-parallel loss over this rank's slice of the logits; the padding rows take no part.
+  const torch::Tensor local_logits = dense(parallel::copy_to_tensor_parallel(features, *partition_.tensor_group),
+                                           word_embeddings->weight, output_bias);
+  return parallel::vocab_parallel_cross_entropy(local_logits, labels, *partition_.tensor_group, options_.vocab_size())
+      .mean();
+}
+
+torch::Tensor BertForPreTrainingImpl::masked_lm_predictions(const torch::Tensor& features) const {
+  if (!partition_.split()) return masked_lm_logits(features).argmax(1);
+  const torch::Tensor local_logits = dense(features, word_embeddings->weight, output_bias);
+  return parallel::vocab_parallel_argmax(local_logits, *partition_.tensor_group, options_.vocab_size());
 }
 
 double BertForPreTrainingImpl::forward_macs(int64_t sequences, int64_t seq_length, int64_t predictions) const {

@@ -48,7 +48,12 @@ torch::Tensor pretraining_loss(const BertForPreTraining& model, const BertOutput
 // `learning_rate`. The masked-LM loss is a mean over predictions: micro-batches weighted by their samples
 // give the whole batch's gradient when samples carry equal numbers of predictions (NVIDIA divides each
 // micro-batch's loss by the accumulation steps, the same weights for equal micro-batches).
-TrainingStep training_step(BertForPreTraining model, Lamb& optimizer, PretrainingBatch batch, double learning_rate);
+// `pass`: the update's dropout key and the batch's first row among the global batch's rows (this data-parallel
+// rank's offset), so that dropout drops what the one-rank step drops (DropoutSite).
+TrainingStep training_step(BertForPreTraining model, Lamb& optimizer, PretrainingBatch batch, double learning_rate,
+                           const ForwardPass& pass = {});
+// The key of one update's dropout masks.
+uint64_t draw_dropout_key(at::Generator& generator);
 
 // Correctly predicted masked tokens of a batch (argmax), counted in eval mode without gradients.
 int64_t masked_lm_correct(BertForPreTraining& model, const PretrainingBatch& batch);

@@ -40,6 +40,9 @@ struct Settings {
   int64_t warmup_steps = 0, start_warmup_step = 0, train_steps = 0;
   double poly_power = 0;
   double beta1 = 0, beta2 = 0, epsilon = 0, weight_decay = 0, max_grad_norm = 0;
+  // The 3-D parallel plan (parallel/plan.h); 1 and 1: the whole model on every rank.
+  int64_t tensor_parallel = 1, pipeline_parallel = 1, virtual_pipeline_stages = 1, make_vocab_size_divisible_by = 128;
+  std::string pipeline_schedule;
   std::string init_checkpoint;  // relative to the dataset directory unless absolute; empty: none
   std::optional<DatasetSettings> dataset;  // none: the preset trains on the MLPerf shards
 
@@ -69,6 +72,11 @@ struct Settings {
     visit("epsilon", epsilon);
     visit("weight_decay", weight_decay);
     visit("max_grad_norm", max_grad_norm);
+    visit("tensor_parallel", tensor_parallel);
+    visit("pipeline_parallel", pipeline_parallel);
+    visit("pipeline_schedule", pipeline_schedule);
+    visit("virtual_pipeline_stages", virtual_pipeline_stages);
+    visit("make_vocab_size_divisible_by", make_vocab_size_divisible_by);
     visit("init_checkpoint", init_checkpoint);
     visit("dataset", dataset);
   }

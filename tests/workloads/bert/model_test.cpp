@@ -143,18 +143,30 @@ TEST(BertModel, Float32DenseAndMaskedLmLossEqualLibTorchsOpsInValueAndGradients)
 
 TEST(BertModel, DropoutKeepsOneMinusPScaledIsReproducibleAndPassesTheMaskToTheGradient) {
   const auto input = torch::full({1000, 100}, 2.0f).requires_grad_();
-  torch::manual_seed(5);
-  const auto output = bert::dropout(input, 0.1, true);
+  const DropoutSite site{dropout_key(12345, 7)};
+  const auto output = bert::dropout(input, 0.1, true, site);
   const auto kept = output.ne(0);
   EXPECT_NEAR(kept.to(torch::kDouble).mean().item<double>(), 0.9, 0.005);  // 100,000 draws: sigma 0.001
   EXPECT_TRUE(torch::allclose(output.masked_select(kept), torch::full({kept.sum().item<int64_t>()}, 2.0f / 0.9f)));
-  torch::manual_seed(5);
-  EXPECT_TRUE(torch::equal(bert::dropout(input, 0.1, true), output));
-  EXPECT_FALSE(torch::equal(bert::dropout(input, 0.1, true), output));  // the next call draws a new mask
+  EXPECT_TRUE(torch::equal(bert::dropout(input, 0.1, true, site), output));  // the key fixes the mask
+  EXPECT_FALSE(torch::equal(bert::dropout(input, 0.1, true, {dropout_key(12345, 8)}), output));  // another site
   output.sum().backward();
   EXPECT_TRUE(torch::equal(input.grad(), output.detach() / 2));  // d output / d input is the scaled mask
-  EXPECT_TRUE(torch::equal(bert::dropout(input, 0.1, false), input));
-  EXPECT_EQ(bert::dropout(input, 1.0, true).ne(0).sum().item<int64_t>(), 0);
+  EXPECT_TRUE(torch::equal(bert::dropout(input, 0.1, false, site), input));
+  EXPECT_EQ(bert::dropout(input, 1.0, true, site).ne(0).sum().item<int64_t>(), 0);
+}
+
+// A split of the tensor draws the whole tensor's mask on its part: rows by their global index, heads (dim 1)
+// by their offset among all heads.
+TEST(BertModel, DropoutOfAPartIsThatPartOfTheWholeTensorsMask) {
+  const auto whole = torch::ones({6, 4, 3, 5});
+  const uint64_t key = dropout_key(99, 1);
+  const auto expected = bert::dropout(whole, 0.3, true, {key, 0, 0, 4});
+  const auto part = bert::dropout(whole.narrow(0, 2, 3).narrow(1, 1, 2).contiguous(), 0.3, true, {key, 2, 1, 4});
+  EXPECT_TRUE(torch::equal(part, expected.narrow(0, 2, 3).narrow(1, 1, 2)));
+  const auto rows = bert::dropout(whole.narrow(0, 3, 3).contiguous(), 0.3, true, {key, 3, 0, 4});
+  EXPECT_TRUE(torch::equal(rows, expected.narrow(0, 3, 3)));
+  EXPECT_FALSE(torch::equal(part, expected.narrow(0, 2, 3).narrow(1, 0, 2)));
 }
 
 TEST(BertLrSchedule, WarmsUpLinearlyThenDecaysPolynomiallyToZero) {

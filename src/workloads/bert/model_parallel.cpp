@@ -1,0 +1,201 @@
+#include "workloads/bert/model_parallel.h"
+
+#include <string>
+
+#include "parallel/tensor_parallel.h"
+#include "util/error.h"
+
+namespace trainbench::bert {
+
+namespace {
+
+constexpr const char* kTiedEmbeddings = "bert.embeddings.word_embeddings.weight";
+constexpr int kGatherTagBase = 1 << 20;  // apart from the pipeline schedule's tags
+
+// The pipeline stage that holds `name` (its first holder, for the tied embeddings).
+int holding_stage(const std::string& name, int64_t layers, const parallel::ParallelPlan& plan) {
+  const std::string layer_prefix = "bert.encoder.layer.";
+  if (name.rfind(layer_prefix, 0) == 0) {
+    const int64_t layer = std::stoll(name.substr(layer_prefix.size()));
+    const int64_t per_chunk = layers / (plan.pipeline * plan.virtual_stages);
+    return static_cast<int>((layer / per_chunk) % plan.pipeline);
+  }
+  return name.rfind("bert.embeddings.", 0) == 0 ? 0 : plan.pipeline - 1;
+}
+
+void require_divisible(int64_t size, int64_t parts, const std::string& where, const std::string& parts_name) {
+  if (size % parts != 0)
+    fail(where, std::to_string(size) + " is not divisible by " + parts_name + " " + std::to_string(parts));
+}
+
+}  // namespace
+
+parallel::ParallelPlan plan_for(const Config& config, const Settings& preset, int world) {
+  const std::string where = config.name() + ": ";
+  parallel::ParallelPlan plan =
+      parallel::make_plan(world, static_cast<int>(preset.tensor_parallel), static_cast<int>(preset.pipeline_parallel),
+                          where + "tensor_parallel x pipeline_parallel");
+  plan.schedule = parallel::parse_pipeline_schedule(preset.pipeline_schedule, where + "pipeline_schedule");
+  plan.virtual_stages = static_cast<int>(preset.virtual_pipeline_stages);
+  if ((plan.schedule == parallel::PipelineSchedule::kInterleaved) != (plan.virtual_stages > 1))
+    fail(where + "virtual_pipeline_stages",
+         "the interleaved schedule needs 2 or more model chunks per rank, and only it takes them (got " +
+             std::to_string(plan.virtual_stages) + " with " + schedule_name(plan.schedule) + ")");
+  require_divisible(preset.heads, plan.tensor, where + "heads", "tensor_parallel");
+  require_divisible(preset.intermediate, plan.tensor, where + "intermediate", "tensor_parallel");
+  require_divisible(preset.layers, static_cast<int64_t>(plan.pipeline) * plan.virtual_stages, where + "layers",
+                    "pipeline_parallel x virtual_pipeline_stages");
+  const int64_t micro_batches = config.integer_at_least("gradient_accumulation_steps", 1);
+  if (plan.schedule == parallel::PipelineSchedule::kInterleaved)
+    require_divisible(micro_batches, plan.pipeline, where + "gradient_accumulation_steps (the micro-batches)",
+                      "pipeline_parallel, as the interleaved schedule needs");
+  return plan;
+}
+
+BertPartition partition_for(const Settings& preset, const parallel::ParallelContext& context) {
+  const parallel::ParallelPlan& plan = context.plan;
+  BertPartition partition;
+  if (plan.tensor > 1) {
+    partition.tensor_group = context.tensor_group;
+    partition.padded_vocab =
+        parallel::padded_vocab_size(preset.vocab_size, preset.make_vocab_size_divisible_by, plan.tensor);
+  }
+  const int stage = context.coordinates().pipeline;
+  for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
+    const auto [first, last] = chunk_layers(preset.layers, plan, stage, chunk);
+    for (int64_t layer = first; layer < last; ++layer) partition.layers.push_back(layer);
+  }
+  partition.embeddings = stage == 0;
+  partition.heads = stage == plan.pipeline - 1;
+  return partition;
+}
+
+std::pair<int64_t, int64_t> chunk_layers(int64_t layers, const parallel::ParallelPlan& plan, int stage, int chunk) {
+  const int64_t per_chunk = layers / (static_cast<int64_t>(plan.pipeline) * plan.virtual_stages);
+  const int64_t virtual_stage = static_cast<int64_t>(chunk) * plan.pipeline + stage;
+  return {virtual_stage * per_chunk, (virtual_stage + 1) * per_chunk};
+}
+
+std::vector<optim::Parameter> optimizer_parameters(const BertForPreTraining& model,
+                                                   const parallel::ParallelContext& context) {
+  const BertPartition& partition = model->partition();
+  std::vector<optim::Parameter> parameters;
+  for (const auto& item : model->named_parameters()) {
+    optim::Parameter parameter{item.value(), !excluded_from_weight_decay(item.key())};
+    parameter.sharded = partition.split() && tensor_parallel_dim(item.key()) >= 0;
+    // A replicated tensor counts on the first tensor-parallel rank; the last stage's copy of the tied
+    // embeddings counts on the first stage.
+    const bool tied_copy = item.key() == kTiedEmbeddings && !partition.embeddings;
+    parameter.counted_in_global_norm = (parameter.sharded || partition.tensor_rank() == 0) && !tied_copy;
+    parameters.push_back(parameter);
+  }
+  return parameters;
+}
+
+optim::NormReduction norm_reduction(const parallel::ParallelContext& context) {
+  optim::NormReduction reduction;
+  parallel::Communicator& tensor = context.tensor_parallel();
+  parallel::Communicator& pipeline = context.pipeline_parallel();
+  reduction.over_tensor_shards = [&tensor](std::vector<double>& squares) { tensor.sum(squares); };
+  reduction.over_model = [&tensor, &pipeline](std::vector<double>& squares) {
+    tensor.sum(squares);
+    pipeline.sum(squares);
+  };
+  return reduction;
+}
+
+void sum_tied_embedding_gradients(const BertForPreTraining& model, const parallel::ParallelContext& context) {
+  if (!context.embedding_group || context.embedding_group->world() == 1) return;
+  torch::Tensor gradient = model->named_parameters()[kTiedEmbeddings].mutable_grad();
+  if (!gradient.defined()) fail("bert pipeline", "the tied word embeddings have no gradient on this stage");
+  context.embedding_group->allreduce_sum(gradient).wait();
+}
+
+BertForPreTraining gather_whole_model(const BertForPreTraining& part, const BertOptions& options,
+                                      const parallel::ParallelContext& context) {
+  BertForPreTraining whole{nullptr};
+  if (context.rank() == 0) whole = BertForPreTraining(options, BertPartition{});  // a holder: filled below
+  if (context.coordinates().data != 0) return whole;  // data-parallel replicas hold the same model
+  const parallel::ParallelPlan& plan = context.plan;
+  parallel::Communicator& tensor = context.tensor_parallel();
+  const BertPartition& partition = part->partition();
+  // The whole tensor of one of this rank's parameters: its tensor-parallel shards joined, the padding dropped.
+  const auto joined = [&](const std::string& name, const torch::Tensor& local) {
+    const int64_t dim = tensor_parallel_dim(name);
+    torch::Tensor full = dim >= 0 && partition.split() ? parallel::gather_shards(local.detach().cpu(), dim, tensor)
+                                                       : local.detach().cpu();
+    if (dim == 0 && full.size(0) > options.vocab_size() && (name == kTiedEmbeddings || name == "cls.predictions.bias"))
+      full = full.narrow(0, 0, options.vocab_size());
+    return full.contiguous();
+  };
+  // Each stage's first tensor-parallel rank sends its parameters to rank 0 in its registration order, which
+  // is the whole model's order restricted to the stage; rank 0 takes them in the whole model's order.
+  std::vector<parallel::PendingCollective> sends;
+  std::vector<torch::Tensor> in_flight;
+  int sent = 0;
+  if (context.rank() != 0) {
+    for (const auto& item : part->named_parameters()) {
+      if (item.key() == kTiedEmbeddings && !partition.embeddings) continue;  // the first stage's is sent
+      torch::Tensor full = joined(item.key(), item.value());
+      if (partition.tensor_rank() != 0) continue;
+      in_flight.push_back(full);
+      sends.push_back(context.world->send(in_flight.back(), 0, kGatherTagBase + sent++));
+    }
+    for (auto& send : sends) send.wait();
+    return whole;
+  }
+  const auto mine = part->named_parameters();
+  std::vector<int> received(static_cast<size_t>(plan.pipeline), 0);
+  torch::NoGradGuard no_grad;
+  for (auto& item : whole->named_parameters()) {
+    const int stage = holding_stage(item.key(), options.layers(), plan);
+    if (stage == 0) {
+      item.value().copy_(joined(item.key(), mine[item.key()]));
+      continue;
+    }
+    const int source = parallel::world_rank_of(plan, {0, 0, stage});
+    torch::Tensor buffer = torch::empty_like(item.value());
+    context.world->receive(buffer, source, kGatherTagBase + received[static_cast<size_t>(stage)]++).wait();
+    item.value().copy_(buffer);
+  }
+  return whole;
+}
+
+std::pair<int64_t, int64_t> masked_lm_counts(BertForPreTraining& model, const PretrainingBatch& batch,
+                                             const parallel::ParallelContext& context) {
+  torch::NoGradGuard no_grad;
+  const parallel::ParallelPlan& plan = context.plan;
+  const int stage = context.coordinates().pipeline, stages = plan.pipeline;
+  const int last_virtual_stage = stages * plan.virtual_stages - 1;
+  parallel::Communicator& pipeline = context.pipeline_parallel();
+  const BertOptions& options = model->options();
+  std::vector<parallel::PendingCollective> sends;
+  std::vector<torch::Tensor> in_flight;
+  std::pair<int64_t, int64_t> counts{0, 0};
+  for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
+    const int virtual_stage = chunk * stages + stage;
+    torch::Tensor hidden;
+    if (virtual_stage == 0) {
+      hidden = model->embed(batch.input_ids, batch.segment_ids, {});
+    } else {
+      hidden = torch::empty({batch.input_ids.size(0), batch.input_ids.size(1), options.hidden()},
+                            torch::TensorOptions().dtype(torch::kFloat).device(batch.input_ids.device()));
+      pipeline.receive(hidden, (stage + stages - 1) % stages, kGatherTagBase + virtual_stage).wait();
+    }
+    const auto [first, last] = chunk_layers(options.layers(), plan, stage, chunk);
+    hidden = model->encode(hidden, batch.input_mask, first, last, {});
+    if (virtual_stage == last_virtual_stage) {
+      const torch::Tensor predicted =
+          model->masked_lm_predictions(model->predict(hidden, batch.masked_positions).masked_lm_features);
+      if (model->partition().tensor_rank() == 0)
+        counts = {predicted.eq(batch.masked_lm_ids).sum().item<int64_t>(), batch.masked_lm_ids.size(0)};
+    } else {
+      in_flight.push_back(hidden.contiguous());
+      sends.push_back(pipeline.send(in_flight.back(), (stage + 1) % stages, kGatherTagBase + virtual_stage + 1));
+    }
+  }
+  for (auto& send : sends) send.wait();
+  return counts;
+}
+
+}  // namespace trainbench::bert
