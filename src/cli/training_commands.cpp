@@ -367,7 +367,8 @@ void add_bench_command(CLI::App& app) {
   auto shard_plan_ranks = std::make_shared<int>(0);
   command->add_option("--shard-plan", *shard_plan_ranks,
                       "Instead of timing: how the model's parameters would lie over N ranks with these settings, each "
-                      "rank's share in bytes, and what a step exchanges (dlrm's embedding tables; nothing is allocated)")
+                      "rank's share in bytes, and what a step exchanges (dlrm's embedding tables; bert's "
+                      "tensor_parallel x pipeline_parallel plan; nothing is allocated)")
       ->check(whole_number(1));
   command->callback([=] {
     if (!peak_path->empty()) bench->peak_flops = probes::read_measured_peak(*peak_path, "fp32");
@@ -376,7 +377,9 @@ void add_bench_command(CLI::App& app) {
     if (flags->printed_settings_help(entry)) return;
     if (*shard_plan_ranks > 0) {
       if (!entry.print_shard_plan)
-        fail("--shard-plan", entry.name + " keeps its whole model on every rank (data parallel); only dlrm shards its embedding tables");
+        fail("--shard-plan", entry.name +
+                                 " keeps its whole model on every rank (data parallel); dlrm shards its embedding tables "
+                                 "and bert splits its layers (tensor_parallel, pipeline_parallel)");
       const Config config = preset_config(entry, flags->preset, flags->overrides);
       std::cout << entry.name << " " << flags->preset << ":\n";
       entry.print_shard_plan(config, *shard_plan_ranks, std::cout);
@@ -468,6 +471,9 @@ void add_benchmarks_command(CLI::App& app) {
 
 }  // namespace
 
+// How long an export's ranks wait for each other (building and gathering a model; no training).
+constexpr double kExportTimeoutSeconds = 600;
+
 void add_checkpoint_command(CLI::App& app) {
   auto* checkpoint = app.add_subcommand("checkpoint", "Model weights in and out as PyTorch state dicts, under the official implementation's names");
   checkpoint->require_subcommand(1);
@@ -494,7 +500,12 @@ void add_checkpoint_command(CLI::App& app) {
     settings.config = preset_config(entry, *preset, *overrides);
     settings.seed = *seed;
     settings.weights = *weights;
+    // Under `trainbench launch` the ranks build a split model's parts (tensor_parallel, pipeline_parallel) and
+    // rank 0 writes the whole model gathered from them.
+    const auto ranks = RankSession::join(kExportTimeoutSeconds);
+    settings.communicator = ranks->communicator();
     export_model(entry, settings, *out);
+    if (ranks->rank() != 0) return;
     std::cout << "wrote the " << entry.name << " " << *preset << " model (" << (weights->empty() ? "seed " + std::to_string(*seed) : *weights)
               << ") to " << *out << "\n";
   });

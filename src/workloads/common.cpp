@@ -200,6 +200,9 @@ bool BenchRun::measures_data_pipeline(std::ostream& out) const {
 
 double BenchRun::training_step_seconds(const std::function<void()>& step) {
   if (!bench.memory) return median_step_seconds(step);
+  // The step's own high-water: not what building the model took on the way (a split model's rank cuts its part
+  // from the whole model, which it then frees).
+  reset_peak_memory(device);
   const auto begin = std::chrono::steady_clock::now();
   step();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
@@ -409,8 +412,10 @@ void export_model(const WorkloadEntry& entry, const WorkloadSettings& settings, 
   nlohmann::json values = settings.config.values();
   values["precision"] = "fp32";
   on_cpu.config = Config(settings.config.name(), values);
-  const parallel::ParallelContext alone{communicator_or_single(on_cpu), torch::kCPU};
-  entry.make_trainer(on_cpu, alone, TrainerPurpose::kExport)->save_model(out_path);
+  const parallel::ParallelContext context{communicator_or_single(on_cpu), torch::kCPU};
+  const std::unique_ptr<Trainer> trainer = entry.make_trainer(on_cpu, context, TrainerPurpose::kExport);
+  // Under `launch`, a split model is gathered from every rank; a whole one is written by rank 0.
+  if (trainer->model_is_split() || context.rank() == 0) trainer->save_model(out_path);
 }
 
 }  // namespace trainbench

@@ -1,5 +1,6 @@
 #pragma once
 // Ranks of one world in threads of the test process, over Gloo on loopback.
+#include <chrono>
 #include <functional>
 #include <string>
 #include <thread>
@@ -20,6 +21,9 @@ inline std::vector<std::string> run_ranks(int ranks, const std::function<void(pa
   for (int rank = 0; rank < ranks; ++rank)
     threads.emplace_back([&, rank] {
       try {
+        // Rank 0 hosts the store: the others come a moment later, since a client that finds no server yet
+        // retries only after a second.
+        if (rank > 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
         parallel::RankEnvironment environment;
         environment.rank = environment.local_rank = rank;
         environment.world = environment.local_world = ranks;

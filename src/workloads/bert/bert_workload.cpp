@@ -307,6 +307,55 @@ SyntheticStep BertTrainer::synthetic_step(BenchRun& run) {
               (model_is_split() ? ", " + planned_.plan.describe() + " (FLOPs of the whole model)" : "")};
 }
 
+namespace {
+
+// The bytes a group's collectives and sends were given since its counters were reset.
+double bytes_passed(const parallel::Communicator& group) {
+  double bytes = 0;
+  for (const auto op : {parallel::Collective::kAllReduce, parallel::Collective::kAllGather, parallel::Collective::kReduceScatter,
+                        parallel::Collective::kBroadcast, parallel::Collective::kAllToAll, parallel::Collective::kSend})
+    bytes += static_cast<double>(group.traffic(op).bytes);
+  return bytes;
+}
+
+std::string traffic_figure(double measured, double formula) {
+  char text[96];
+  std::snprintf(text, sizeof text, "%.2f MiB (formula %.2f)", measured / 1048576.0, formula / 1048576.0);
+  return text;
+}
+
+}  // namespace
+
+void BertTrainer::bench_after_training(BenchRun& run, std::ostream& out, double) {
+  if (!model_is_split()) return;
+  const std::vector<parallel::Communicator*> groups = {
+      &planned_.tensor_parallel(), &planned_.pipeline_parallel(), &planned_.data_parallel(),
+      planned_.embedding_group ? planned_.embedding_group.get() : nullptr};
+  for (parallel::Communicator* group : groups)
+    if (group) group->reset_traffic();
+  synthetic_step(run).run();
+  const int stage = planned_.coordinates().pipeline;
+  const int64_t micro_batches = loop_.settings().accumulation_steps;
+  const RankFootprint expected = footprint(preset_, planned_.plan, stage, micro_batches, 4);
+  out << "traffic       rank " << planned_.rank() << " (stage " << stage << "), one step's payloads: tp "
+      << traffic_figure(bytes_passed(*groups[0]), expected.tensor_bytes) << ", pp "
+      << traffic_figure(bytes_passed(*groups[1]), expected.pipeline_bytes) << ", dp "
+      << traffic_figure(bytes_passed(*groups[2]), expected.data_bytes) << ", tied embeddings "
+      << traffic_figure(groups[3] ? bytes_passed(*groups[3]) : 0.0, expected.embedding_bytes) << "\n";
+  if (planned_.plan.pipeline == 1) return;
+  const parallel::PipelineStepStats& stats = pipeline_.last_step();
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "pipeline      rank %d waited %.4f s in receives beside %.4f s of compute (%.3f); (p-1)/(v*m) = %.3f "
+                "with %lld micro-batches\n",
+                planned_.rank(), stats.receive_wait_seconds, stats.compute_seconds,
+                stats.receive_wait_seconds / std::max(stats.compute_seconds, 1e-9),
+                parallel::pipeline_bubble_fraction(planned_.plan.pipeline, static_cast<int>(micro_batches),
+                                                   planned_.plan.virtual_stages),
+                static_cast<long long>(micro_batches));
+  out << line;
+}
+
 // The first virtual stage embeds its micro-batch, each chunk runs its layers, and the last one's loss is weighted
 // by the micro-batch's share of the batch and scaled as the loop weights and scales it.
 double BertTrainer::run_pipeline(const PretrainingBatch& batch, const ForwardPass& pass,
@@ -494,7 +543,7 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
 WorkloadEntry registry_entry() {
   return {"bert", "Language model: BERT-Large pre-training on Wikipedia, target masked-LM accuracy 0.720",
           trainbench_presets_bert, kDataset, construct_workload<BertWorkload>, construct_trainer<BertTrainer>,
-          make_dataset, /*prepare_dataset=*/nullptr};
+          make_dataset, /*prepare_dataset=*/nullptr, print_plan};
 }
 
 }  // namespace trainbench::bert

@@ -1,6 +1,9 @@
 #include "workloads/bert/model_parallel.h"
 
+#include <cstdio>
 #include <string>
+
+#include "parallel/pipeline.h"
 
 #include "parallel/tensor_parallel.h"
 #include "util/error.h"
@@ -196,6 +199,77 @@ std::pair<int64_t, int64_t> masked_lm_counts(BertForPreTraining& model, const Pr
   }
   for (auto& send : sends) send.wait();
   return counts;
+}
+
+RankFootprint footprint(const Settings& preset, const parallel::ParallelPlan& plan, int stage, int64_t micro_batches,
+                        int activation_element_bytes) {
+  const auto t = static_cast<double>(plan.tensor), h = static_cast<double>(preset.hidden);
+  const double vocab = static_cast<double>(
+      plan.tensor > 1 ? parallel::padded_vocab_size(preset.vocab_size, preset.make_vocab_size_divisible_by, plan.tensor)
+                      : preset.vocab_size);
+  const double intermediate = static_cast<double>(preset.intermediate);
+  const double layers = static_cast<double>(preset.layers / plan.pipeline);
+  const double per_layer = 3 * (h * h / t + h / t) + (h * h / t + h) + 2 * h + (intermediate / t * h + intermediate / t) +
+                           (h * intermediate / t + h) + 2 * h;
+  const bool first = stage == 0, last = stage == plan.pipeline - 1;
+  double parameters = layers * per_layer;
+  if (first) parameters += vocab / t * h + static_cast<double>(preset.max_positions) * h + 2 * h + 2 * h;
+  if (last) parameters += 2 * (h * h + h) + 2 * h + vocab / t + 2 * h + 2 + (first ? 0 : vocab / t * h);
+  RankFootprint result;
+  result.parameters = static_cast<int64_t>(parameters);
+  result.parameter_bytes = result.gradient_bytes = 4 * parameters;  // fp32 weights and gradients
+  result.optimizer_bytes = 8 * parameters;                            // LAMB's two fp32 moments
+  const double b = static_cast<double>(preset.batch_size / plan.data / micro_batches), s = static_cast<double>(preset.seq_length);
+  const double a = static_cast<double>(preset.heads), tokens = b * s, m = static_cast<double>(micro_batches);
+  // Micro-batches whose activations a stage holds at once: all of them under GPipe, the warm-up's under 1F1B.
+  const double held = plan.schedule == parallel::PipelineSchedule::kGpipe
+                          ? m
+                          : std::min(m, static_cast<double>(plan.pipeline - stage));
+  const double scale = activation_element_bytes / 2.0;  // the count is for 2-byte activations
+  result.activation_bytes = held * layers * tokens * h * (10 + 24 / t + 5 * a * s / (h * t)) * scale;
+  const double activation = tokens * h * activation_element_bytes;
+  if (plan.tensor > 1)
+    result.tensor_bytes = m * (layers * 4 * activation + (first ? activation : 0) +
+                               (last ? b * static_cast<double>(preset.max_predictions) * h * activation_element_bytes : 0));
+  const double boundaries = (first ? 0 : 1) + (last ? 0 : 1);  // this stage receives from one side, sends to the other
+  result.pipeline_bytes = m * boundaries * activation * plan.virtual_stages;
+  if (plan.data > 1) result.data_bytes = result.gradient_bytes;
+  if (plan.pipeline > 1 && (first || last)) result.embedding_bytes = 4 * vocab / t * h;
+  return result;
+}
+
+namespace {
+
+std::string mebibytes(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  return text;
+}
+
+}  // namespace
+
+void print_plan(const Config& config, int ranks, std::ostream& out) {
+  const Settings preset = read_settings<Settings>(config);
+  const parallel::ParallelPlan plan = plan_for(config, preset, ranks);
+  const int64_t micro_batches = config.integer_at_least("gradient_accumulation_steps", 1);
+  if (preset.batch_size % (plan.data * micro_batches) != 0)
+    fail(config.name() + ": batch_size", std::to_string(preset.batch_size) + " does not divide into " +
+                                             std::to_string(plan.data) + " data-parallel rank(s) x " +
+                                             std::to_string(micro_batches) + " micro-batches");
+  const int element_bytes = config.string("precision") == "fp32" ? 4 : 2;
+  out << plan.describe() << " over " << ranks << " ranks, " << micro_batches << " micro-batch(es) of "
+      << preset.batch_size / plan.data / micro_batches << " sequences per step; per rank (data-parallel replicas alike):\n";
+  for (int stage = 0; stage < plan.pipeline; ++stage) {
+    const RankFootprint f = footprint(preset, plan, stage, micro_batches, element_bytes);
+    out << "  stage " << stage << " (each of its " << plan.tensor << " tensor-parallel rank(s)): " << f.parameters
+        << " parameters: weights " << mebibytes(f.parameter_bytes) << ", gradients " << mebibytes(f.gradient_bytes)
+        << ", LAMB state " << mebibytes(f.optimizer_bytes) << ", activations ~" << mebibytes(f.activation_bytes)
+        << "; per step sends tp " << mebibytes(f.tensor_bytes) << ", pp " << mebibytes(f.pipeline_bytes) << ", dp "
+        << mebibytes(f.data_bytes) << ", tied embeddings " << mebibytes(f.embedding_bytes) << "\n";
+  }
+  if (plan.pipeline > 1)
+    out << "  pipeline bubble (p-1)/(v*m) = " << parallel::pipeline_bubble_fraction(plan.pipeline, static_cast<int>(micro_batches), plan.virtual_stages)
+        << " of the ideal step\n";
 }
 
 }  // namespace trainbench::bert

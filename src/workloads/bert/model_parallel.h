@@ -3,6 +3,7 @@
 // against the model; which part of the model a rank holds; the optimizer's view of a split model; the tied
 // embeddings of the first and last stage; gathering the whole model back; and evaluation through the stages.
 #include <cstdint>
+#include <ostream>
 #include <utility>
 #include <vector>
 
@@ -48,5 +49,26 @@ BertForPreTraining gather_whole_model(const BertForPreTraining& part, const Bert
 // each prediction once).
 std::pair<int64_t, int64_t> masked_lm_counts(BertForPreTraining& model, const PretrainingBatch& batch,
                                              const parallel::ParallelContext& context);
+
+// What one rank of a plan holds and moves in one step, from the settings alone (nothing is allocated): the dry
+// plan `bench bert --shard-plan N` prints, and what docs/parallelism.md holds the measured figures to.
+struct RankFootprint {
+  int64_t parameters = 0;  // elements held: a slice of each split tensor, every replicated one
+  double parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
+  // Activations kept for backward at the schedule's peak: Megatron's per-layer count (Korthikanti et al.,
+  // "Reducing activation recomputation", 2022: s·b·h·(10 + 24/t + 5·a·s/(h·t)) bytes at 2-byte activations and
+  // 1-byte masks), scaled to this precision's activations and float masks. An estimate.
+  double activation_bytes = 0;
+  // Payload bytes this rank passes to each group's collectives per step, by the formulas: tensor
+  // parallel 4 all-reduces of b·s·h per layer per micro-batch (forward and backward) plus the embedding's and
+  // decoder's; pipeline b·s·h per boundary per micro-batch each way; data parallel the shard's gradients once;
+  // the tied embeddings' gradient between the first and last stage.
+  double tensor_bytes = 0, pipeline_bytes = 0, data_bytes = 0, embedding_bytes = 0;
+};
+RankFootprint footprint(const Settings& preset, const parallel::ParallelPlan& plan, int stage, int64_t micro_batches,
+                        int activation_element_bytes);
+
+// bench --shard-plan N: the plan over N ranks, each (tensor, stage) position's footprint.
+void print_plan(const Config& config, int ranks, std::ostream& out);
 
 }  // namespace trainbench::bert

@@ -36,6 +36,9 @@ class BertTrainer : public TrainerOf<Settings> {
   // As NVIDIA's BertForPretraining state dict; a split model is gathered to world rank 0, which writes it.
   void save_model(const std::string& path) const override;
   SyntheticStep synthetic_step(BenchRun& run) override;
+  // Under a plan that splits the model: one more step with each group's traffic counted, beside the dry plan's
+  // formulas (footprint()), and the pipeline's idle time in receives beside (p-1)/(v·m).
+  void bench_after_training(BenchRun& run, std::ostream& out, double step_seconds) override;
 
  private:
   // The micro-batches go through the pipeline's schedule (parallel/pipeline.h) instead of the loop's accumulation.

@@ -183,6 +183,30 @@ TEST(BertUnderAPlan, TheGatheredExportIsTheOneRankExport) {
   EXPECT_TRUE(whole == file_bytes(split_path)) << "the tp 2 x pp 2 export differs from the one-rank export";
 }
 
+// The dry plan counts without building; every rank's count equals the parameters its split model holds.
+TEST(BertPlan, TheDryPlansParameterCountsAreWhatEachRankHolds) {
+  for (const Layout& layout : {Layout{2, 2, 1}, Layout{1, 2, 1}, Layout{2, 1, 1}, Layout{1, 1, 1}}) {
+    const WorkloadSettings settings = tiny_settings(layout);
+    const Settings preset = read_settings<Settings>(settings.config);
+    const int world = layout.tensor * layout.pipeline;
+    std::vector<int64_t> held(static_cast<size_t>(world));
+    const auto failures = testing::run_ranks(world, [&](parallel::Communicator& communicator) {
+      const parallel::ParallelContext context{std::shared_ptr<parallel::Communicator>(&communicator, [](auto*) {}),
+                                              torch::kCPU};
+      BertTrainer trainer(settings, context, TrainerPurpose::kBench);
+      int64_t count = 0;
+      for (const auto& parameter : trainer.model()->parameters()) count += parameter.numel();
+      held[static_cast<size_t>(communicator.rank())] = count;
+    });
+    EXPECT_EQ(failures, std::vector<std::string>(static_cast<size_t>(world)));
+    const parallel::ParallelPlan plan = plan_for(settings.config, preset, world);
+    for (int rank = 0; rank < world; ++rank)
+      EXPECT_EQ(footprint(preset, plan, parallel::coordinates_of(plan, rank).pipeline, 2, 4).parameters,
+                held[static_cast<size_t>(rank)])
+          << "rank " << rank << " of " << plan.describe();
+  }
+}
+
 TEST(BertPlan, PlansThatDoNotFitTheModelAreRefusedByTheSetting) {
   const auto refusal = [](const Layout& layout, int world, const std::vector<std::string>& more = {}) {
     WorkloadSettings settings = tiny_settings(layout);
