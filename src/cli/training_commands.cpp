@@ -365,10 +365,11 @@ void add_bench_command(CLI::App& app) {
                     "Instead of timing: the per-rank peak memory of one training step at the preset's batch, "
                     "gradient_accumulation_steps and precision (CPU: resident high-water; CUDA: the allocator's peak)");
   auto shard_plan_ranks = std::make_shared<int>(0);
-  command->add_option("--shard-plan", *shard_plan_ranks,
-                      "Instead of timing: how the model's parameters would lie over N ranks with these settings, each "
-                      "rank's share in bytes, and what a step exchanges (dlrm's embedding tables; bert's "
-                      "tensor_parallel x pipeline_parallel plan; nothing is allocated)")
+  command
+      ->add_option("--shard-plan", *shard_plan_ranks,
+                   "Instead of timing: how the model's parameters would lie over N ranks with these settings, each "
+                   "rank's share in bytes, and what a step exchanges (dlrm's embedding tables; bert's "
+                   "tensor_parallel x pipeline_parallel plan; nothing is allocated)")
       ->check(whole_number(1));
   command->callback([=] {
     if (!peak_path->empty()) bench->peak_flops = probes::read_measured_peak(*peak_path, "fp32");
@@ -377,9 +378,10 @@ void add_bench_command(CLI::App& app) {
     if (flags->printed_settings_help(entry)) return;
     if (*shard_plan_ranks > 0) {
       if (!entry.print_shard_plan)
-        fail("--shard-plan", entry.name +
-                                 " keeps its whole model on every rank (data parallel); dlrm shards its embedding tables "
-                                 "and bert splits its layers (tensor_parallel, pipeline_parallel)");
+        fail("--shard-plan",
+             entry.name +
+                 " keeps its whole model on every rank (data parallel); dlrm shards its embedding tables "
+                 "and bert splits its layers (tensor_parallel, pipeline_parallel)");
       const Config config = preset_config(entry, flags->preset, flags->overrides);
       std::cout << entry.name << " " << flags->preset << ":\n";
       entry.print_shard_plan(config, *shard_plan_ranks, std::cout);

@@ -171,8 +171,9 @@ void TrainingLoop::train(const TrainingStep& step) {
   if (!control_) fail("TrainingLoop::train", "called outside a block (begin_block first)");
   const double loss = update(step);
   losses_->add(loss, updates_);
-  report_.samples += step.samples;
-  control_->step(step.samples, loss);
+  const int64_t counted = counts_samples_ ? step.samples : 0;
+  report_.samples += counted;
+  control_->step(counted, loss);
 }
 
 BlockReport TrainingLoop::end_block() {

@@ -138,6 +138,9 @@ class TrainingLoop {
   }
   // One update inside a block: meter, divergence check and progress.
   void train(const TrainingStep& step);
+  // Whether this rank reports its rows to the harness's sample counts (throughput, progress). Every rank of a
+  // model split over ranks holds the same rows, so only one of them may count them.
+  void count_samples(bool counts) { counts_samples_ = counts; }
   // Unreadable inputs the loader skipped (--skip-corrupt), for the block's report.
   void count_skipped(int64_t files) { report_.skipped_files += files; }
   // The block's report: samples trained and mean loss. Adds the block's rank wait to the time split.
@@ -173,6 +176,7 @@ class TrainingLoop {
   parallel::GradientSync* gradients_;
   LossScaler scaler_;
   int64_t updates_ = 0;
+  bool counts_samples_ = true;
   RunControl* control_ = nullptr;
   std::optional<LossMeter> losses_;
   BlockReport report_;

@@ -237,7 +237,10 @@ BertTrainer::BertTrainer(const WorkloadSettings& settings, const parallel::Paral
       gradients_(planned_.data_parallel(), model_->parameters(), model_->buffers()),  // rank 0's initial weights
       loop_(config_, context.device, model_->parameters(), &gradients_),
       pipeline_(planned_.pipeline_parallel(), planned_.plan.schedule, planned_.plan.virtual_stages) {
-  if (planned_.plan.model_parallel()) optimizer_.span_ranks(norm_reduction(planned_));
+  if (!planned_.plan.model_parallel()) return;
+  optimizer_.span_ranks(norm_reduction(planned_));
+  // A data-parallel replica's rows are counted once, on its first tensor rank of its first stage.
+  loop_.count_samples(planned_.coordinates().tensor == 0 && planned_.coordinates().pipeline == 0);
 }
 
 TrainingStep BertTrainer::step(PretrainingBatch batch, double learning_rate, int64_t first_row) {
@@ -312,8 +315,9 @@ namespace {
 // The bytes a group's collectives and sends were given since its counters were reset.
 double bytes_passed(const parallel::Communicator& group) {
   double bytes = 0;
-  for (const auto op : {parallel::Collective::kAllReduce, parallel::Collective::kAllGather, parallel::Collective::kReduceScatter,
-                        parallel::Collective::kBroadcast, parallel::Collective::kAllToAll, parallel::Collective::kSend})
+  for (const auto op :
+       {parallel::Collective::kAllReduce, parallel::Collective::kAllGather, parallel::Collective::kReduceScatter,
+        parallel::Collective::kBroadcast, parallel::Collective::kAllToAll, parallel::Collective::kSend})
     bytes += static_cast<double>(group.traffic(op).bytes);
   return bytes;
 }
@@ -541,9 +545,15 @@ void make_dataset(const Config& config, const std::string& out_dir, int64_t seed
 }  // namespace
 
 WorkloadEntry registry_entry() {
-  return {"bert", "Language model: BERT-Large pre-training on Wikipedia, target masked-LM accuracy 0.720",
-          trainbench_presets_bert, kDataset, construct_workload<BertWorkload>, construct_trainer<BertTrainer>,
-          make_dataset, /*prepare_dataset=*/nullptr, print_plan};
+  return {"bert",
+          "Language model: BERT-Large pre-training on Wikipedia, target masked-LM accuracy 0.720",
+          trainbench_presets_bert,
+          kDataset,
+          construct_workload<BertWorkload>,
+          construct_trainer<BertTrainer>,
+          make_dataset,
+          /*prepare_dataset=*/nullptr,
+          print_plan};
 }
 
 }  // namespace trainbench::bert

@@ -209,8 +209,8 @@ RankFootprint footprint(const Settings& preset, const parallel::ParallelPlan& pl
                       : preset.vocab_size);
   const double intermediate = static_cast<double>(preset.intermediate);
   const double layers = static_cast<double>(preset.layers / plan.pipeline);
-  const double per_layer = 3 * (h * h / t + h / t) + (h * h / t + h) + 2 * h + (intermediate / t * h + intermediate / t) +
-                           (h * intermediate / t + h) + 2 * h;
+  const double per_layer = 3 * (h * h / t + h / t) + (h * h / t + h) + 2 * h +
+                           (intermediate / t * h + intermediate / t) + (h * intermediate / t + h) + 2 * h;
   const bool first = stage == 0, last = stage == plan.pipeline - 1;
   double parameters = layers * per_layer;
   if (first) parameters += vocab / t * h + static_cast<double>(preset.max_positions) * h + 2 * h + 2 * h;
@@ -218,22 +218,23 @@ RankFootprint footprint(const Settings& preset, const parallel::ParallelPlan& pl
   RankFootprint result;
   result.parameters = static_cast<int64_t>(parameters);
   result.parameter_bytes = result.gradient_bytes = 4 * parameters;  // fp32 weights and gradients
-  result.optimizer_bytes = 8 * parameters;                            // LAMB's two fp32 moments
-  const double b = static_cast<double>(preset.batch_size / plan.data / micro_batches), s = static_cast<double>(preset.seq_length);
+  result.optimizer_bytes = 8 * parameters;                          // LAMB's two fp32 moments
+  const double b = static_cast<double>(preset.batch_size / plan.data / micro_batches),
+               s = static_cast<double>(preset.seq_length);
   const double a = static_cast<double>(preset.heads), tokens = b * s, m = static_cast<double>(micro_batches);
   // Micro-batches whose activations a stage holds at once: all of them under GPipe, the warm-up's under 1F1B.
-  const double held = plan.schedule == parallel::PipelineSchedule::kGpipe
-                          ? m
-                          : std::min(m, static_cast<double>(plan.pipeline - stage));
+  const double held =
+      plan.schedule == parallel::PipelineSchedule::kGpipe ? m : std::min(m, static_cast<double>(plan.pipeline - stage));
   const double scale = activation_element_bytes / 2.0;  // the count is for 2-byte activations
   result.activation_bytes = held * layers * tokens * h * (10 + 24 / t + 5 * a * s / (h * t)) * scale;
   const double activation = tokens * h * activation_element_bytes;
   if (plan.tensor > 1)
-    result.tensor_bytes = m * (layers * 4 * activation + (first ? activation : 0) +
-                               (last ? b * static_cast<double>(preset.max_predictions) * h * activation_element_bytes : 0));
+    result.tensor_bytes =
+        m * (layers * 4 * activation + (first ? activation : 0) +
+             (last ? b * static_cast<double>(preset.max_predictions) * h * activation_element_bytes : 0));
   const double boundaries = (first ? 0 : 1) + (last ? 0 : 1);  // this stage receives from one side, sends to the other
   result.pipeline_bytes = m * boundaries * activation * plan.virtual_stages;
-  if (plan.data > 1) result.data_bytes = result.gradient_bytes;
+  if (plan.data > 1) result.data_bytes = result.bucket_bytes = result.gradient_bytes;
   if (plan.pipeline > 1 && (first || last)) result.embedding_bytes = 4 * vocab / t * h;
   return result;
 }
@@ -258,17 +259,21 @@ void print_plan(const Config& config, int ranks, std::ostream& out) {
                                              std::to_string(micro_batches) + " micro-batches");
   const int element_bytes = config.string("precision") == "fp32" ? 4 : 2;
   out << plan.describe() << " over " << ranks << " ranks, " << micro_batches << " micro-batch(es) of "
-      << preset.batch_size / plan.data / micro_batches << " sequences per step; per rank (data-parallel replicas alike):\n";
+      << preset.batch_size / plan.data / micro_batches
+      << " sequences per step; per rank (data-parallel replicas alike):\n";
   for (int stage = 0; stage < plan.pipeline; ++stage) {
     const RankFootprint f = footprint(preset, plan, stage, micro_batches, element_bytes);
     out << "  stage " << stage << " (each of its " << plan.tensor << " tensor-parallel rank(s)): " << f.parameters
         << " parameters: weights " << mebibytes(f.parameter_bytes) << ", gradients " << mebibytes(f.gradient_bytes)
-        << ", LAMB state " << mebibytes(f.optimizer_bytes) << ", activations ~" << mebibytes(f.activation_bytes)
-        << "; per step sends tp " << mebibytes(f.tensor_bytes) << ", pp " << mebibytes(f.pipeline_bytes) << ", dp "
-        << mebibytes(f.data_bytes) << ", tied embeddings " << mebibytes(f.embedding_bytes) << "\n";
+        << ", LAMB state " << mebibytes(f.optimizer_bytes)
+        << (f.bucket_bytes > 0 ? ", gradient buckets " + mebibytes(f.bucket_bytes) : std::string()) << ", activations ~"
+        << mebibytes(f.activation_bytes) << "; per step sends tp " << mebibytes(f.tensor_bytes) << ", pp "
+        << mebibytes(f.pipeline_bytes) << ", dp " << mebibytes(f.data_bytes) << ", tied embeddings "
+        << mebibytes(f.embedding_bytes) << "\n";
   }
   if (plan.pipeline > 1)
-    out << "  pipeline bubble (p-1)/(v*m) = " << parallel::pipeline_bubble_fraction(plan.pipeline, static_cast<int>(micro_batches), plan.virtual_stages)
+    out << "  pipeline bubble (p-1)/(v*m) = "
+        << parallel::pipeline_bubble_fraction(plan.pipeline, static_cast<int>(micro_batches), plan.virtual_stages)
         << " of the ideal step\n";
 }
 

@@ -55,6 +55,7 @@ std::pair<int64_t, int64_t> masked_lm_counts(BertForPreTraining& model, const Pr
 struct RankFootprint {
   int64_t parameters = 0;  // elements held: a slice of each split tensor, every replicated one
   double parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
+  double bucket_bytes = 0;  // the data-parallel exchange's flat copy of the gradients (parallel/gradient_sync.h)
   // Activations kept for backward at the schedule's peak: Megatron's per-layer count (Korthikanti et al.,
   // "Reducing activation recomputation", 2022: s·b·h·(10 + 24/t + 5·a·s/(h·t)) bytes at 2-byte activations and
   // 1-byte masks), scaled to this precision's activations and float masks. An estimate.

@@ -75,7 +75,8 @@ TEST_F(BertPlanRun, AKilledStageEndsTheRunNamingIt) {
     std::smatch match;
     const std::string text = fs::exists(messages) ? read_file(messages.string()) : "";
     if (std::regex_search(text, match, rank2_line)) rank2 = std::stoi(match[1]);
-    if (rank2 > 0 && fs::exists(partial) && read_file(partial.string()).find("\"block_start\"") != std::string::npos) break;
+    if (rank2 > 0 && fs::exists(partial) && read_file(partial.string()).find("\"block_start\"") != std::string::npos)
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_GT(rank2, 0) << read_file(messages.string());
@@ -84,10 +85,12 @@ TEST_F(BertPlanRun, AKilledStageEndsTheRunNamingIt) {
   const int code = testing::wait_for_exit(launcher, 90, &seconds);
   const std::string text = read_file(messages.string());
   EXPECT_EQ(code, 128 + SIGKILL) << text;
-  EXPECT_THAT(text, ::testing::HasSubstr("launch: failed: rank 2 (pid " + std::to_string(rank2) + ") was killed by signal 9"));
+  EXPECT_THAT(
+      text, ::testing::HasSubstr("launch: failed: rank 2 (pid " + std::to_string(rank2) + ") was killed by signal 9"));
   const std::string log = read_file((dir_ / "results/crash/bert/result_0.txt").string());
   EXPECT_THAT(log, ::testing::HasSubstr("\"status\": \"aborted\""));
-  EXPECT_THAT(log, ::testing::HasSubstr("rank 2 stopped responding")) << log.substr(log.size() > 600 ? log.size() - 600 : 0);
+  EXPECT_THAT(log, ::testing::HasSubstr("rank 2 stopped responding"))
+      << log.substr(log.size() > 600 ? log.size() - 600 : 0);
 }
 
 }  // namespace
