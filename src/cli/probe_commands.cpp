@@ -123,6 +123,13 @@ void add_comm_probe(CLI::App& probe, CommandContext& context) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   command->add_option("--threads", options->threads, "Compute threads per rank (local reductions)")->capture_default_str()->check(thread_count());
   command->add_option("--comm-timeout", *timeout_seconds, "Seconds a collective may wait before failing")->capture_default_str()->check(number_above(0));
+  command
+      ->add_option("--tensor-parallel", options->tensor_parallel,
+                   "Also all-reduce within tensor-parallel groups of this many neighbouring ranks and within the "
+                   "data-parallel groups across them, alone and both at once (a 3-D layout's contention; "
+                   "docs/parallelism.md); 1: not")
+      ->capture_default_str()
+      ->check(whole_number(1, 1024));
   output->add_to(command);
   command->callback([=, &context] {
     options->min_bytes = static_cast<int64_t>(probes::parse_byte_size(*min_text, "--minbytes"));
@@ -138,6 +145,7 @@ void add_comm_probe(CLI::App& probe, CommandContext& context) {
       report["environment"] = environment;
       report["versions"] = result.json["versions"];
       report["rows"] = result.json["rows"];
+      if (result.json.contains("layout_rows")) report["layout_rows"] = result.json["layout_rows"];
       report["wrong_total"] = result.wrong_total;
       output->write(report);
     }

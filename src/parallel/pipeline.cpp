@@ -17,7 +17,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Kind = PipelineAction::Kind;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double step_seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 void check_schedule_arguments(PipelineSchedule schedule, int stages, int stage, int micro_batches, int chunks) {
   const std::string what = "pipeline schedule " + schedule_name(schedule);
@@ -217,7 +219,7 @@ double PipelineExecutor::run_step(int micro_batches, const PipelineStageFunction
   // The last virtual stage is on the last rank whatever v is.
   std::vector<double> loss{step.loss_sum.defined() ? step.loss_sum.item<double>() : 0.0};
   if (stages() > 1) group_.broadcast(loss, stages() - 1);
-  step.stats.step_seconds = seconds_since(start);
+  step.stats.step_seconds = step_seconds_since(start);
   last_step_ = step.stats;
   return loss[0];
 }
@@ -234,7 +236,7 @@ void PipelineExecutor::run_forward(StepState& step, int micro_batch, int chunk) 
   }
   const auto start = Clock::now();
   torch::Tensor output = step.functions.forward(chunk, micro_batch, input);
-  step.stats.compute_seconds += seconds_since(start);
+  step.stats.compute_seconds += step_seconds_since(start);
   const std::string what = "pipeline forward of chunk " + std::to_string(chunk) + ", micro-batch " +
                            std::to_string(micro_batch) + " on stage " + std::to_string(stage());
   if (!output.defined()) fail(what, "returned no tensor");
@@ -266,7 +268,7 @@ void PipelineExecutor::run_backward(StepState& step, int micro_batch, int chunk)
                                    stored.output.sizes().vec(), stored.output.options());
   const auto start = Clock::now();
   stored.output.backward(output_gradient);
-  step.stats.compute_seconds += seconds_since(start);
+  step.stats.compute_seconds += step_seconds_since(start);
   if (here > 0) {
     torch::Tensor input_gradient = stored.input.grad();
     if (!input_gradient.defined()) input_gradient = torch::zeros_like(stored.input);  // the chunk ignored its input
@@ -300,7 +302,7 @@ torch::Tensor PipelineExecutor::receive_from(StepState& step, int virtual_stage,
   torch::Tensor buffer = torch::empty(shape, options.requires_grad(false));
   const auto start = Clock::now();
   group_.receive(buffer, peer, tag).wait();  // throws the communicator's Error, which names a failed peer
-  step.stats.receive_wait_seconds += seconds_since(start);
+  step.stats.receive_wait_seconds += step_seconds_since(start);
   step.stats.bytes_received += buffer.numel() * static_cast<int64_t>(buffer.element_size());
   return buffer;
 }
@@ -309,7 +311,7 @@ void PipelineExecutor::finish_sends(StepState& step) {
   const auto start = Clock::now();
   for (auto& send : step.sends) send.wait();
   step.sends.clear();
-  step.stats.send_wait_seconds += seconds_since(start);
+  step.stats.send_wait_seconds += step_seconds_since(start);
 }
 
 }  // namespace trainbench::parallel

@@ -4,14 +4,16 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <tuple>
 #include <unistd.h>
 
 #include <torch/torch.h>
 
 #include "parallel/communicator.h"
+#include "parallel/device.h"
+#include "parallel/plan.h"
 #include "util/error.h"
 #include "util/provenance.h"
-#include "parallel/device.h"
 
 namespace trainbench::probes {
 
@@ -160,9 +162,16 @@ std::vector<int64_t> sweep_sizes(int64_t min_bytes, int64_t max_bytes, double fa
   return sizes;
 }
 
+namespace {
+// After the whole-world sweep, with --tensor-parallel: the layout's groups alone and at once (defined below).
+void run_layout_sweep(Communicator& world, const CommProbeOptions& options, CommProbeResult& result, std::ostream& out);
+}  // namespace
+
 CommProbeResult run_comm_probe(Communicator& communicator, const CommProbeOptions& options, std::ostream& out) {
   if (options.iterations < 1) fail("--iters", "expected at least 1");
   if (options.warmup_iterations < 0) fail("--warmup_iters", "expected 0 or more");
+  if (options.tensor_parallel > 1)  // refused before any measurement
+    parallel::make_plan(communicator.world(), options.tensor_parallel, 1, "--tensor-parallel");
   torch::set_num_threads(options.threads);
   const torch::Dtype dtype = parse_dtype(options.dtype);
   const torch::Device device = resolve_device(options.device);
@@ -253,6 +262,7 @@ CommProbeResult run_comm_probe(Communicator& communicator, const CommProbeOption
       out << text << "\n" << std::flush;
     }
   }
+  if (options.tensor_parallel > 1) run_layout_sweep(communicator, options, result, out);
   std::snprintf(line, sizeof line, "#\n# Wrong elements: %lld%s\n# Avg bus bandwidth: %.3f GB/s\n",
                 static_cast<long long>(result.wrong_total), options.check ? "" : " (not checked)",
                 busbw_rows ? busbw_sum / busbw_rows : 0.0);
@@ -260,6 +270,101 @@ CommProbeResult run_comm_probe(Communicator& communicator, const CommProbeOption
   json["wrong_total"] = result.wrong_total;
   return result;
 }
+
+namespace {
+
+// Mean seconds per iteration until the tensor group's and the data group's all-reduces return, each issued
+// only when asked for, both issued together when both are; the slowest rank's.
+std::pair<double, double> timed_pair(Communicator& world, Case& tensor, Case& data, bool run_tensor, bool run_data,
+                                     const CommProbeOptions& options) {
+  const auto once = [&](double& tensor_seconds, double& data_seconds) {
+    const auto begin = std::chrono::steady_clock::now();
+    PendingCollective tensor_call = run_tensor ? tensor.run() : PendingCollective();
+    PendingCollective data_call = run_data ? data.run() : PendingCollective();
+    tensor_call.wait();
+    tensor_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    data_call.wait();
+    data_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  };
+  double ignored_tensor = 0, ignored_data = 0, tensor_seconds = 0, data_seconds = 0;
+  for (int i = 0; i < options.warmup_iterations; ++i) once(ignored_tensor, ignored_data);
+  world.barrier();
+  for (int i = 0; i < options.iterations; ++i) once(tensor_seconds, data_seconds);
+  return {max_over_ranks(world, tensor_seconds / options.iterations),
+          max_over_ranks(world, data_seconds / options.iterations)};
+}
+
+// Both groups' in-place all-reduces once more from their original inputs; the wrong elements over all ranks.
+int64_t check_pair(Communicator& world, Case& tensor, Case& data, const torch::Tensor& tensor_input,
+                   const torch::Tensor& data_input) {
+  tensor.send.copy_(tensor_input);
+  data.send.copy_(data_input);
+  tensor.run().wait();
+  data.run().wait();
+  std::vector<double> wrong{static_cast<double>(tensor.receive.ne(tensor.expected).sum().item<int64_t>() +
+                                                data.receive.ne(data.expected).sum().item<int64_t>())};
+  world.sum(wrong);
+  return static_cast<int64_t>(wrong[0]);
+}
+
+void run_layout_sweep(Communicator& world, const CommProbeOptions& options, CommProbeResult& result,
+                      std::ostream& out) {
+  const parallel::ParallelPlan plan =
+      parallel::make_plan(world.world(), options.tensor_parallel, 1, "--tensor-parallel");
+  const int rank = world.rank();
+  using parallel::GroupKind;
+  const auto tensor_group = world.subgroup("probe-" + parallel::group_name(plan, GroupKind::kTensor, rank),
+                                           parallel::group_members(plan, GroupKind::kTensor, rank));
+  const auto data_group = world.subgroup("probe-" + parallel::group_name(plan, GroupKind::kData, rank),
+                                         parallel::group_members(plan, GroupKind::kData, rank));
+  const torch::Dtype dtype = parse_dtype(options.dtype);
+  const auto tensor_options = torch::TensorOptions(dtype).device(resolve_device(options.device));
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "#\n# all_reduce in a tensor x data layout: %d tensor-parallel groups of %d neighbouring ranks, %d "
+                "data-parallel groups of %d; in place; busbw as above\n",
+                plan.data, plan.tensor, plan.tensor, plan.data);
+  out << line
+      << "#        size |  tp alone             |  dp alone             |  tp beside dp         |  dp beside tp        "
+         " "
+         "| #wrong\n"
+         "#         (B) |   time(us) busbw(GB/s) |   time(us) busbw(GB/s) |   time(us) busbw(GB/s) |   time(us) "
+         "busbw(GB/s) |\n";
+  result.json["layout_rows"] = nlohmann::ordered_json::array();
+  for (const int64_t bytes :
+       sweep_sizes(options.min_bytes, options.max_bytes, options.factor, torch::elementSize(dtype), world.world())) {
+    const int64_t count = bytes / torch::elementSize(dtype);
+    Case tensor = make_case(*tensor_group, Collective::kAllReduce, true, count, tensor_options);
+    Case data = make_case(*data_group, Collective::kAllReduce, true, count, tensor_options);
+    const torch::Tensor tensor_input = tensor.send.clone(), data_input = data.send.clone();
+    LayoutProbeRow row{bytes};
+    row.tensor_alone = timed_pair(world, tensor, data, true, false, options).first;
+    row.data_alone = timed_pair(world, tensor, data, false, true, options).second;
+    std::tie(row.tensor_beside_data, row.data_beside_tensor) = timed_pair(world, tensor, data, true, true, options);
+    row.wrong = options.check ? check_pair(world, tensor, data, tensor_input, data_input) : -1;
+    if (row.wrong > 0) result.wrong_total += row.wrong;
+    const auto busbw = [&](double seconds, int ranks) {
+      return bytes / seconds / 1e9 * bus_bandwidth_factor("all_reduce", ranks);
+    };
+    std::snprintf(line, sizeof line, "%13lld | %10.1f %11.3f | %10.1f %11.3f | %10.1f %11.3f | %10.1f %11.3f | %6lld\n",
+                  static_cast<long long>(bytes), row.tensor_alone * 1e6, busbw(row.tensor_alone, plan.tensor),
+                  row.data_alone * 1e6, busbw(row.data_alone, plan.data), row.tensor_beside_data * 1e6,
+                  busbw(row.tensor_beside_data, plan.tensor), row.data_beside_tensor * 1e6,
+                  busbw(row.data_beside_tensor, plan.data), static_cast<long long>(row.wrong));
+    out << line << std::flush;
+    result.json["layout_rows"].push_back({{"bytes", bytes},
+                                          {"tensor_parallel", plan.tensor},
+                                          {"data_parallel", plan.data},
+                                          {"tp_alone_us", row.tensor_alone * 1e6},
+                                          {"dp_alone_us", row.data_alone * 1e6},
+                                          {"tp_beside_dp_us", row.tensor_beside_data * 1e6},
+                                          {"dp_beside_tp_us", row.data_beside_tensor * 1e6},
+                                          {"wrong", row.wrong}});
+    result.layout_rows.push_back(row);
+  }
+}
+
+}  // namespace
 
 CommProbeResult run_comm_probe_across_ranks(const CommProbeOptions& options, double timeout_seconds, std::ostream& out) {
   parallel::CommunicatorOptions communicator_options;

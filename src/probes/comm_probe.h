@@ -29,6 +29,10 @@ struct CommProbeOptions {
   std::string device = "auto";
   bool check = true;
   int threads = 1;  // compute threads for the local sums (reduce-scatter over Gloo)
+  // Above 1: also all-reduce within tensor-parallel groups of this many neighbouring ranks and within the
+  // data-parallel groups across them, each alone and both at once, as a tensor x data layout runs them
+  // (parallel/plan.h's rank order).
+  int tensor_parallel = 1;
 };
 
 struct CommProbeRow {
@@ -38,8 +42,17 @@ struct CommProbeRow {
   int64_t wrong = 0;
 };
 
+// One size of the layout sweep: the all-reduce time per call within the tensor- and data-parallel groups, each
+// alone and each while the other group's runs at the same time (the slowest rank's mean).
+struct LayoutProbeRow {
+  int64_t bytes = 0;
+  double tensor_alone = 0, data_alone = 0, tensor_beside_data = 0, data_beside_tensor = 0;
+  int64_t wrong = 0;
+};
+
 struct CommProbeResult {
   std::vector<CommProbeRow> rows;
+  std::vector<LayoutProbeRow> layout_rows;
   int64_t wrong_total = 0;
   bool lead = true;  // rank 0, which prints and writes the results
   nlohmann::ordered_json json;  // arguments, environment, versions and rows

@@ -96,6 +96,30 @@ TEST_F(DistributedRunTest, CommProbeChecksEveryCollectiveOnTwoRanks) {
   EXPECT_EQ(report["arguments"]["maxbytes"], 65536);
 }
 
+// A tensor x data layout of 4 ranks: the tensor groups {0,1} {2,3} and the data groups {0,2} {1,3} all-reduce
+// alone and at once, every element checked.
+// Outside the fixture: it needs no dataset.
+TEST(DistributedProbeTest, CommProbeRunsTheTensorAndDataGroupsAloneAndAtOnce) {
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_layout_probe_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string json = (dir / "comm.json").string();
+  const Result result = run(
+      "launch --nproc 4 -- probe comm -b 8 -e 4K -f 8 -n 2 -w 1 --ops all_reduce --tensor-parallel 2 --json " + json);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, ::testing::HasSubstr("2 tensor-parallel groups of 2 neighbouring ranks, 2 data-parallel"));
+  const auto report = nlohmann::json::parse(trainbench::read_file(json));
+  ASSERT_EQ(report["layout_rows"].size(), 4u);  // 8 B, 64 B, 512 B, 4 KiB
+  for (const auto& row : report["layout_rows"]) {
+    EXPECT_EQ(row["wrong"], 0) << row.dump();
+    for (const char* time : {"tp_alone_us", "dp_alone_us", "tp_beside_dp_us", "dp_beside_tp_us"})
+      EXPECT_GT(row[time].get<double>(), 0) << row.dump();
+  }
+  const Result uneven = run("launch --nproc 4 -- probe comm -b 8 -e 64 --tensor-parallel 3");
+  EXPECT_NE(uneven.exit_code, 0);
+  EXPECT_THAT(uneven.output, ::testing::HasSubstr("--tensor-parallel"));
+  fs::remove_all(dir);
+}
+
 // Same seed and global batch: the ranks see disjoint halves of each global batch with the same
 // augmentation, and gradients are averaged, so only batch-norm differs — each rank normalizes with the
 // statistics of its half batch, as data-parallel training without synchronized batch norm does.
