@@ -453,10 +453,20 @@ PendingCollective Communicator::reduce_scatter_sum(torch::Tensor& output, const 
   });
 }
 
+namespace {
+
+// A point-to-point peer must be another rank of the group, and the tensor contiguous.
+void check_point_to_point(const std::string& group, const RankEnvironment& env, const torch::Tensor& tensor, int peer,
+                          const char* what) {
+  if (peer < 0 || peer >= env.world || peer == env.rank)
+    fail(group + " " + what, "peer " + std::to_string(peer) + " is not another rank of " + std::to_string(env.world));
+  TORCH_CHECK(tensor.is_contiguous(), what, ": the tensor must be contiguous");
+}
+
+}  // namespace
+
 PendingCollective Communicator::send(const torch::Tensor& tensor, int peer, int tag) {
-  if (peer < 0 || peer >= env_.world || peer == env_.rank)
-    fail(name_ + " send", "peer " + std::to_string(peer) + " is not another rank of " + std::to_string(env_.world));
-  TORCH_CHECK(tensor.is_contiguous(), "send: the tensor must be contiguous");
+  check_point_to_point(name_, env_, tensor, peer, "send");
   count(Collective::kSend, tensor);
   return launch(tensor.device(), [&](GroupBase& group) {
     std::vector<torch::Tensor> tensors{tensor};
@@ -465,9 +475,7 @@ PendingCollective Communicator::send(const torch::Tensor& tensor, int peer, int 
 }
 
 PendingCollective Communicator::receive(torch::Tensor& tensor, int peer, int tag) {
-  if (peer < 0 || peer >= env_.world || peer == env_.rank)
-    fail(name_ + " receive", "peer " + std::to_string(peer) + " is not another rank of " + std::to_string(env_.world));
-  TORCH_CHECK(tensor.is_contiguous(), "receive: the tensor must be contiguous");
+  check_point_to_point(name_, env_, tensor, peer, "receive");
   count(Collective::kReceive, tensor);
   return launch(tensor.device(), [&](GroupBase& group) {
     std::vector<torch::Tensor> tensors{tensor};

@@ -107,13 +107,6 @@ TrainingStep training_step(BertForPreTraining model, Lamb& optimizer, Pretrainin
   return step;
 }
 
-int64_t masked_lm_correct(BertForPreTraining& model, const PretrainingBatch& batch) {
-  torch::NoGradGuard no_grad;
-  const BertOutputs outputs =
-      model->forward(batch.input_ids, batch.segment_ids, batch.input_mask, batch.masked_positions);
-  return model->masked_lm_predictions(outputs.masked_lm_features).eq(batch.masked_lm_ids).sum().item<int64_t>();
-}
-
 namespace {
 
 namespace fs = std::filesystem;
@@ -484,14 +477,10 @@ class BertWorkload : public WorkloadBase {
       std::vector<int64_t> indices;
       for (int64_t i = first; i < std::min(end, first + batch_size); ++i) indices.push_back(i);
       const PretrainingBatch batch = make_batch(eval_->gather(indices), device_);
-      if (context.plan.model_parallel()) {  // each prediction counted once, on the last stage's first rank
-        const auto [batch_correct, predictions] = masked_lm_counts(model, batch, context);
-        correct += batch_correct;
-        total += predictions;
-      } else {
-        correct += masked_lm_correct(model, batch);
-        total += batch.masked_lm_ids.size(0);
-      }
+      // Through the stages of a split model; each prediction counted once, on the last stage's first rank.
+      const auto [batch_correct, predictions] = masked_lm_counts(model, batch, context);
+      correct += batch_correct;
+      total += predictions;
       control.check_interrupt();
     }
     model->train();

@@ -55,7 +55,4 @@ TrainingStep training_step(BertForPreTraining model, Lamb& optimizer, Pretrainin
 // The key of one update's dropout masks.
 uint64_t draw_dropout_key(at::Generator& generator);
 
-// Correctly predicted masked tokens of a batch (argmax), counted in eval mode without gradients.
-int64_t masked_lm_correct(BertForPreTraining& model, const PretrainingBatch& batch);
-
 }  // namespace trainbench::bert
