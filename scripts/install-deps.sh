@@ -9,7 +9,9 @@
 # reader (niftilib: libnifti2, whose nifti2_io.h Debian ships in libniftiio-dev) with nibabel for its tests;
 # RNN-T's libsndfile (FLAC), sentencepiece (spm_train), espeak-ng (the generated speech), pocketsphinx-testdata
 # (real LibriVox utterances) and python3-torchaudio (the loss and feature references); GNU Go and cgoban's
-# professional game for MiniGo's tests, and protobuf (MiniGo's frozen-graph model files). Idempotent: a machine
+# professional game for MiniGo's tests, and protobuf (MiniGo's frozen-graph model files); for GPT-3, the two
+# Project Gutenberg books of its mini corpus, blosc and python3-zarr (its Zarr checkpoints) and pybind11 (to compile
+# Megatron-LM's helpers.cpp as the sample-index reference). Idempotent: a machine
 # that has everything installs and fetches nothing.
 set -euo pipefail
 
@@ -25,6 +27,12 @@ packages=(
   openmpi-bin libopenmpi-dev fio
   gnugo cgoban libprotobuf-dev
   libnifti2-dev libniftiio-dev python3-nibabel
+  # GPT-3's mini corpus: the Project Gutenberg books (Sherlock Holmes, Tom Sawyer) this package ships as test data
+  golang-github-pierrec-lz4-dev
+  # GPT-3's Zarr checkpoint: blosc-compressed chunks, and python3-zarr as the tests' reference
+  libblosc-dev python3-zarr
+  # GPT-3's data tests compile Megatron-LM's helpers.cpp (a pybind11 module) as the sample-index reference
+  pybind11-dev python3-dev
 )
 
 missing=()

@@ -11,6 +11,7 @@
 #include "review/report.h"
 #include "review/review_output.h"
 #include "review/ruleset.h"
+#include "review/ruleset_choice.h"
 #include "review/submission.h"
 #include "review/system_description.h"
 #include "util/atomic_file.h"
@@ -30,18 +31,27 @@ std::string default_ruleset_version() {
 }
 
 struct RulesetFlags {
-  std::string version = default_ruleset_version();
+  std::string version;  // empty: the round the logs' benchmarks belong to
   std::string rules_dir;
 
   void add_to(CLI::App* command) {
-    command->add_option("--ruleset", version, "Ruleset version to check against")->capture_default_str();
+    command->add_option("--ruleset", version,
+                        "Ruleset version to check against (default: the round of the logs' submission_benchmark, "
+                        "e.g. 3.0.0 for gpt3, 1.1.0 for the v1.1 benchmarks)");
     command
         ->add_option("--rules-dir", rules_dir,
                      "Read rule files from DIR/training_<version>/ instead of the embedded ones")
         ->check(CLI::ExistingDirectory);
   }
 
-  Ruleset load() const { return review::load_ruleset(version, rules_dir); }
+  // The ruleset for the logs in these paths (files or folders); a log of another round is refused by name.
+  Ruleset load_for(const std::vector<std::string>& paths) const {
+    const auto logs = review::logged_benchmarks(paths);
+    const Ruleset ruleset =
+        review::load_ruleset(version.empty() ? review::choose_ruleset_version(logs) : version, rules_dir);
+    review::refuse_logs_of_other_rounds(ruleset, logs);
+    return ruleset;
+  }
 };
 
 std::string json_text(const nlohmann::ordered_json& value) {
@@ -65,7 +75,7 @@ struct VerdictFlags {
                       "BERT converges at the logged train_samples, not at the eval epoch_num (the RCP checker's "
                       "--bert_train_samples)");
     command->add_flag("--strict", options.checks.strict,
-                      "Where the rules text is stricter than the official v1.1 tools, fail instead of warning");
+                      "Where the rules text is stricter than the round's official tools, fail instead of warning");
   }
 };
 
@@ -90,7 +100,8 @@ void add_review(CLI::App& app, CommandContext& context) {
   command->callback([flags, &context] {
     if (flags->folder.empty() == flags->logs.empty())
       fail("review", "give a submission folder or --log FILE, not both");
-    const Ruleset ruleset = flags->ruleset.load();
+    const Ruleset ruleset =
+        flags->ruleset.load_for(flags->logs.empty() ? std::vector<std::string>{flags->folder} : flags->logs);
     if (!flags->logs.empty()) {
       nlohmann::ordered_json runs = nlohmann::ordered_json::array();
       for (const auto& path : flags->logs) {
@@ -204,7 +215,7 @@ void add_report(CLI::App& app, CommandContext& context) {
   flags->ruleset.add_to(command);
   command->callback([flags, &context] {
     if (flags->compare && flags->folders.size() != 2) fail("report --compare", "needs exactly two folders");
-    const Ruleset ruleset = flags->ruleset.load();
+    const Ruleset ruleset = flags->ruleset.load_for(flags->folders);
     std::vector<review::ReportInput> inputs;
     for (const auto& folder : flags->folders) {
       const std::string path = without_trailing_slash(folder);
@@ -244,7 +255,7 @@ void add_rcp_table(CLI::App& app) {
   command->add_option("--platform", flags->platform, "What they ran on (default: the logs' submission_platform)");
   flags->ruleset.add_to(command);
   command->callback([flags] {
-    const Ruleset ruleset = flags->ruleset.load();
+    const Ruleset ruleset = flags->ruleset.load_for(flags->folders);
     const review::BenchmarkRules* rules = ruleset.benchmark(flags->benchmark);
     if (!rules) fail("--benchmark " + flags->benchmark, "not a benchmark of ruleset " + ruleset.version);
     std::vector<review::RunReview> runs;

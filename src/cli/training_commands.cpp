@@ -9,12 +9,13 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "parallel/rank_environment.h"
 #include "harness/runner.h"
+#include "parallel/rank_environment.h"
 #include "predict/measurements.h"
 #include "probes/compute_probe.h"
 #include "review/compliance.h"
 #include "review/ruleset.h"
+#include "review/ruleset_choice.h"
 #include "review/scoring.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -209,9 +210,10 @@ void print_run_summary(int run, const RunOptions& options, const RunOutcome& out
 // A log that review would refuse says so when the run ends, not when a submitter reviews it: e.g. a setting
 // the rules constrain, moved by --set or by the world size (Mask R-CNN's num_image_candidates).
 void warn_if_not_compliant(int run, const std::string& log_path) {
-  const std::vector<std::string> versions = review::embedded_ruleset_versions();
-  if (versions.empty() || log_path.empty() || !fs::exists(log_path)) return;
-  const review::RunReview checked = review::review_log_file(log_path, review::load_ruleset(versions.back()));
+  if (review::embedded_ruleset_versions().empty() || log_path.empty() || !fs::exists(log_path)) return;
+  // The round whose rules have the log's benchmark (gpt3: 3.0.0; the v1.1 benchmarks: 1.1.0).
+  const std::string version = review::choose_ruleset_version(review::logged_benchmarks({log_path}));
+  const review::RunReview checked = review::review_log_file(log_path, review::load_ruleset(version));
   if (checked.compliant()) return;
   std::fflush(stdout);
   for (const review::Finding& finding : checked.findings)
@@ -345,6 +347,30 @@ struct TeeBuffer : std::streambuf {
   std::streambuf* second;
 };
 
+struct PlanFlag {
+  int64_t tensor = 0, pipeline = 0, data = 0;
+};
+
+// bench --plan tp=T,pp=P,dp=D, each a whole number from 1 to 65536.
+PlanFlag parse_plan_flag(const std::string& text) {
+  PlanFlag plan;
+  std::istringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    const size_t equals = item.find('=');
+    const std::string key = item.substr(0, equals), value = equals == std::string::npos ? "" : item.substr(equals + 1);
+    int64_t* field = key == "tp" ? &plan.tensor : key == "pp" ? &plan.pipeline : key == "dp" ? &plan.data : nullptr;
+    if (!field) fail("--plan", "expected tp=T,pp=P,dp=D; \"" + item + "\" is none of them");
+    if (value.empty() || value.size() > 5 || value.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoll(value) < 1 || std::stoll(value) > 65536)
+      fail("--plan", key + " must be a whole number from 1 to 65536, got \"" + value + "\"");
+    *field = std::stoll(value);
+  }
+  if (!plan.tensor || !plan.pipeline || !plan.data)
+    fail("--plan", "expected tp=T,pp=P,dp=D, all three; got \"" + text + "\"");
+  if (plan.tensor * plan.pipeline * plan.data > (1 << 20)) fail("--plan", "more than 1,048,576 ranks");
+  return plan;
+}
+
 void add_bench_command(CLI::App& app) {
   auto* command = app.add_subcommand("bench", "Throughput benchmark: training images/s and data-pipeline images/s (no log, no target)");
   auto flags = std::make_shared<WorkloadFlags>();
@@ -371,8 +397,19 @@ void add_bench_command(CLI::App& app) {
                    "rank's share in bytes, and what a step exchanges (dlrm's embedding tables; bert's "
                    "tensor_parallel x pipeline_parallel plan; nothing is allocated)")
       ->check(whole_number(1));
+  auto plan_text = std::make_shared<std::string>();
+  command->add_option("--plan", *plan_text,
+                      "Instead of timing: --shard-plan for the layout tp=T,pp=P,dp=D (tensor_parallel T, "
+                      "pipeline_parallel P, T x P x D ranks; nothing is allocated)");
   command->callback([=] {
     if (!peak_path->empty()) bench->peak_flops = probes::read_measured_peak(*peak_path, "fp32");
+    if (!plan_text->empty()) {
+      if (*shard_plan_ranks > 0) fail("--plan", "gives the ranks itself; it cannot be combined with --shard-plan");
+      const PlanFlag plan = parse_plan_flag(*plan_text);
+      flags->overrides.push_back("tensor_parallel=" + std::to_string(plan.tensor));
+      flags->overrides.push_back("pipeline_parallel=" + std::to_string(plan.pipeline));
+      *shard_plan_ranks = static_cast<int>(plan.tensor * plan.pipeline * plan.data);
+    }
     if (bench->memory && !bench->profile_path.empty()) fail("--memory", "measures one step; it cannot be combined with --profile");
     const WorkloadEntry& entry = find_workload(flags->benchmark);
     if (flags->printed_settings_help(entry)) return;
@@ -443,7 +480,11 @@ void add_data_command(CLI::App& app) {
   prepare->add_option("benchmark", *prepare_benchmark,
                       "Benchmark (" + benchmark_names([](const WorkloadEntry& entry) { return bool(entry.prepare_dataset); }) + ")")
       ->required();
-  prepare->add_option("--in", *in, "Directory of the real dataset as published (dlrm: Criteo day files day_0 ... day_23, plain or .gz)")->required();
+  prepare
+      ->add_option("--in", *in,
+                   "Directory of the real dataset as published (dlrm: Criteo day files day_0 ... day_23, plain or .gz; "
+                   "gpt3: the C4 folder of the reference's README)")
+      ->required();
   prepare->add_option("--out", *prepared, "Output directory for the prepared files")->required();
   prepare->add_option("--preset", *prepare_preset, "Preset whose settings (e.g. table sizes) apply")->capture_default_str();
   prepare->add_option("--set", *prepare_overrides, "Override a preset setting, key=value (repeatable)");

@@ -28,6 +28,13 @@ class Adam {
   // One update of every parameter that has a gradient.
   void step(double learning_rate);
   int64_t steps() const { return steps_; }
+  // A checkpoint's state: the steps taken (bias correction counts from them) and each parameter's moments, in the
+  // order the parameters were given.
+  void set_steps(int64_t steps) { steps_ = steps; }
+  torch::Tensor& exp_avg(size_t parameter) { return slots_.at(parameter).exp_avg; }
+  torch::Tensor& exp_avg_sq(size_t parameter) { return slots_.at(parameter).exp_avg_sq; }
+  const torch::Tensor& exp_avg(size_t parameter) const { return slots_.at(parameter).exp_avg; }
+  const torch::Tensor& exp_avg_sq(size_t parameter) const { return slots_.at(parameter).exp_avg_sq; }
 
  private:
   struct Slot {

@@ -111,6 +111,9 @@ Case make_case(Communicator& communicator, Collective op, bool in_place, int64_t
       c.run = [&communicator, send = c.send, receive = c.receive]() mutable { return communicator.alltoall(receive, send); };
       break;
     }
+    case Collective::kSend:
+    case Collective::kReceive:  // point-to-point: the pipeline's, not a collective the sweep times
+      fail("probe comm", "sends and receives are not swept; the collectives are");
   }
   c.expected = c.expected.to(options);
   return c;

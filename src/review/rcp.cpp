@@ -162,6 +162,24 @@ RcpPoint interpolate_rcp(double batch_size, const RcpPoint& low, const RcpPoint&
   return point;
 }
 
+RcpTable prune_rcp_table(const RcpTable& table, const RcpParameters& parameters) {
+  RcpTable pruned = table;
+  auto& points = pruned.points;  // sorted by batch size
+  if (points.empty()) return pruned;
+  // The first of equals, as Python's min() picks it.
+  const auto fastest = std::min_element(
+      points.begin(), points.end(), [](const RcpPoint& a, const RcpPoint& b) { return a.min_epochs < b.min_epochs; });
+  points.erase(points.begin(), fastest);
+  for (size_t i = 1; i + 1 < points.size();) {
+    const RcpPoint between = interpolate_rcp(points[i].batch_size, points[i - 1], points[i + 1], parameters);
+    if (points[i].min_epochs > between.min_epochs)
+      points.erase(points.begin() + static_cast<std::ptrdiff_t>(i));
+    else
+      ++i;
+  }
+  return pruned;
+}
+
 RcpVerdict check_rcp(const RcpTable& table, double batch_size, const std::vector<std::optional<double>>& convergence,
                      const RcpParameters& parameters, bool bypass, bool bypass_covers_missing) {
   RcpVerdict verdict;
@@ -199,6 +217,8 @@ RcpVerdict check_rcp(const RcpTable& table, double batch_size, const std::vector
     // The checker compares with RCP mean / max speedup, i.e. mean / (mean / min): the same number up to the
     // last bit, which decides a mean that sits exactly on the minimum.
     verdict.passed = submission.mean >= reference.mean / (reference.mean / reference.min_epochs);
+    if (verdict.passed && submission.mean < reference.mean)
+      verdict.normalization_factor = reference.mean / submission.mean;
     verdict.explanation = "mean " + fixed(submission.mean, 4) + " " + (verdict.passed ? ">=" : "<") + " minimum " +
                           fixed(reference.min_epochs, 4) + " (" + reference.name + ", BS " +
                           format_batch(reference.batch_size) + ": RCP mean " + fixed(reference.mean, 4) + ", stdev " +

@@ -58,6 +58,11 @@ RcpTable parse_rcp_table(const std::string& json_text, const std::string& origin
 // 2 * submission_runs reference samples, as the v1.1 checker does.
 RcpPoint interpolate_rcp(double batch_size, const RcpPoint& low, const RcpPoint& high, const RcpParameters& parameters);
 
+// The 3.0.0 rcp_checker's pruned table (its default --rcp_pass pruned_rcps): the batch sizes below the one
+// whose minimum acceptable mean is smallest are dropped, then every inner point whose minimum is above the
+// interpolation of its neighbours, so a larger batch size never allows faster convergence than a smaller one.
+RcpTable prune_rcp_table(const RcpTable& table, const RcpParameters& parameters);
+
 struct RcpVerdict {
   bool passed = false;
   bool bypassed = false;    // failed, but --rcp-bypass turned it into a pass
@@ -70,6 +75,9 @@ struct RcpVerdict {
   std::string explanation;  // one sentence with the numbers
   std::optional<RcpPoint> reference;
   std::optional<double> submission_mean;
+  // A pass with a submission mean below the RCP mean: RCP mean / submission mean, the factor the 3.0.0
+  // rcp_checker normalizes the score by (the package checker writes it to scaling.json).
+  std::optional<double> normalization_factor;
 
   // The rcp_checker's last line: "RCP found, RCP test PASSED".
   std::string summary() const { return outcome + ", RCP test " + (passed ? "PASSED" : "FAILED"); }

@@ -53,9 +53,12 @@ ordered_json optional_number(const std::optional<T>& value) {
 std::string score_text(const BenchmarkReview& benchmark) {
   const auto& score = benchmark.score;
   if (!score.mean_minutes) return "no score";
-  return format_minutes(*score.mean_minutes) + " min (olympic mean of " +
-         std::to_string(score.runs - 2 * score.drop_each_side) + " runs, " + std::to_string(score.drop_each_side) +
-         " dropped at each end)";
+  const int counted = score.runs - 2 * score.drop_each_side;
+  char factor[32] = "";
+  if (score.scaling_factor) std::snprintf(factor, sizeof factor, "%.6f", *score.scaling_factor);
+  return format_minutes(*score.mean_minutes) + " min (olympic mean of " + std::to_string(counted) +
+         (counted == 1 ? " run, " : " runs, ") + std::to_string(score.drop_each_side) + " dropped at each end" +
+         (score.scaling_factor ? std::string(", times scaling_factor ") + factor : "") + ")";
 }
 
 // "RCP found, RCP test PASSED (epoch_num): mean 35.0000 >= minimum ..." plus whether it counts.
@@ -155,6 +158,7 @@ ordered_json run_to_json(const RunReview& run) {
   out["path"] = printable(run.path, 400);
   out["compliant"] = run.compliant();
   out["converged"] = run.converged();
+  out["target_reached"] = run.target_reached;
   out["benchmark"] = printable(run.benchmark, 60);
   out["division"] = printable(run.division, 60);
   out["preset"] = printable(run.preset, 60);
@@ -196,6 +200,7 @@ ordered_json submission_to_json(const SubmissionReview& review) {
       entry["runs_scored"] = benchmark.score.runs;
       entry["non_converged"] = benchmark.score.non_converged;
       entry["drop_each_side"] = benchmark.score.drop_each_side;
+      if (benchmark.score.scaling_factor) entry["scaling_factor"] = *benchmark.score.scaling_factor;
       if (benchmark.rcp) {
         entry["rcp"] = {{"passed", benchmark.rcp->passed},
                         {"bypassed", benchmark.rcp->bypassed},
@@ -205,6 +210,8 @@ ordered_json submission_to_json(const SubmissionReview& review) {
                         {"outcome", benchmark.rcp->outcome},
                         {"explanation", benchmark.rcp->explanation},
                         {"submission_mean", optional_number(benchmark.rcp->submission_mean)}};
+        if (benchmark.rcp->normalization_factor)
+          entry["rcp"]["normalization_factor"] = *benchmark.rcp->normalization_factor;
         if (benchmark.rcp->reference) {
           const RcpPoint& point = *benchmark.rcp->reference;
           entry["rcp"]["reference"] = {

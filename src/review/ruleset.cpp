@@ -57,6 +57,13 @@ Severity severity_field(const json& object, const std::string& where, Severity f
   fail(where + ".severity", "must be \"error\" or \"warning\"");
 }
 
+bool bool_field(const json& object, const char* name, const std::string& where) {
+  const auto found = object.find(name);
+  if (found == object.end()) return false;
+  if (!found->is_boolean()) fail(where + "." + name, "must be true or false");
+  return found->get<bool>();
+}
+
 // {"key": K, "ms": N}: at most N ms after the first K.
 std::pair<std::string, double> parse_time_limit(const json& limit, const std::string& where) {
   allow_only(limit, {"key", "ms"}, where);
@@ -181,6 +188,89 @@ int positive_int(const json& object, const char* name, const std::string& where)
 
 const std::string kRulesFile = "rules.json";
 
+BenchmarkRules parse_benchmark(const std::string& name, const json& spec, const std::string& where) {
+  allow_only(spec, {"runs", "drop_each_side", "rcp_table", "convergence", "train_samples_convergence"}, where);
+  BenchmarkRules rules;
+  rules.name = name;
+  rules.runs = positive_int(spec, "runs", where);
+  rules.drop_each_side = positive_int(spec, "drop_each_side", where);
+  rules.rcp_table = string_field(spec, "rcp_table", where, false);
+  rules.convergence = string_field(spec, "convergence", where, false);
+  if (rules.convergence.empty()) rules.convergence = mllog_keys::kEpochNum;
+  if (rules.convergence != mllog_keys::kEpochNum && rules.convergence != mllog_keys::kTrainSamples)
+    fail(where + ".convergence", "must be \"epoch_num\" or \"train_samples\"");
+  rules.train_samples_convergence = bool_field(spec, "train_samples_convergence", where);
+  return rules;
+}
+
+PresetRule parse_preset(const json& spec, const std::string& where) {
+  allow_only(spec, {"key", "target_key", "reference_values", "rcp_table", "own_dataset_keys"}, where);
+  PresetRule preset;
+  preset.key = string_field(spec, "key", where);
+  preset.target_key = string_field(spec, "target_key", where);
+  preset.reference_values = string_list(spec, "reference_values", where);
+  preset.rcp_table = string_field(spec, "rcp_table", where, false);
+  preset.own_dataset_keys = string_list(spec, "own_dataset_keys", where);
+  return preset;
+}
+
+RcpSettings parse_rcp_settings(const json& spec, const std::string& where) {
+  allow_only(spec, {"alpha", "tolerance", "epoch_decimals", "bypass_covers_missing", "prune", "score_normalization"},
+             where);
+  RcpSettings rcp;
+  rcp.alpha = spec.value("alpha", rcp.alpha);
+  rcp.tolerance = spec.value("tolerance", rcp.tolerance);
+  if (spec.contains("epoch_decimals")) rcp.epoch_decimals = positive_int(spec, "epoch_decimals", where);
+  rcp.bypass_covers_missing = bool_field(spec, "bypass_covers_missing", where);
+  rcp.prune = bool_field(spec, "prune", where);
+  rcp.score_normalization = bool_field(spec, "score_normalization", where);
+  if (!(rcp.alpha > 0 && rcp.alpha < 1) || !(rcp.tolerance > 0))
+    fail(where, "alpha must be in (0, 1) and tolerance positive");
+  return rcp;
+}
+
+json parse_rules_json(const std::string& text, const std::string& origin) {
+  check_json_nesting(text, origin);
+  try {
+    return json::parse(text);
+  } catch (const json::exception& error) {
+    fail(origin, std::string("invalid JSON: ") + error.what());
+  }
+}
+
+// The text of rules/training_<version>/rules.json: from rules_dir when given, else embedded.
+std::optional<std::string> rules_text_of(const std::string& version, const std::string& rules_dir) {
+  const std::string relative = "training_" + version + "/" + kRulesFile;
+  if (!rules_dir.empty()) {
+    const std::string path = rules_dir + "/" + relative;
+    if (!std::filesystem::is_regular_file(path)) return std::nullopt;
+    return read_file(path);
+  }
+  for (const auto& file : embedded_rule_files())
+    if (file.path == relative) return std::string(file.text);
+  return std::nullopt;
+}
+
+// A round's file names its base round and what changed ("changes", a JSON merge patch); the result is the
+// base's full rules with the changes applied and this round's name. A file without a base is returned as is.
+json with_base_applied(const json& root, const std::string& origin, const std::string& rules_dir, int depth) {
+  if (!root.is_object() || !root.contains("base")) return root;
+  allow_only(root, {"ruleset", "description", "base", "changes"}, origin);
+  const std::string base = string_field(root, "base", origin);
+  if (depth >= 8) fail(origin + ".base", "rulesets change one another more than 8 deep");
+  const auto base_text = rules_text_of(base, rules_dir);
+  if (!base_text) fail(origin + ".base", "no ruleset " + base + " to apply the changes to");
+  const std::string base_origin = "rules/training_" + base + "/" + kRulesFile;
+  json merged = with_base_applied(parse_rules_json(*base_text, base_origin), base_origin, rules_dir, depth + 1);
+  if (!root.contains("changes") || !root["changes"].is_object()) fail(origin, "missing 'changes' (an object)");
+  for (const char* field : {"ruleset", "description", "base"})
+    if (root["changes"].contains(field)) fail(origin + ".changes", std::string("may not change '") + field + "'");
+  merged.merge_patch(root["changes"]);
+  for (const char* field : {"ruleset", "description", "base", "note"})
+    if (root.contains(field)) merged[field] = root[field];
+  return merged;
+}
+
 }  // namespace
 
 const BenchmarkRules* Ruleset::benchmark(const std::string& name) const {
@@ -188,20 +278,21 @@ const BenchmarkRules* Ruleset::benchmark(const std::string& name) const {
   return found == benchmarks.end() ? nullptr : &found->second;
 }
 
-Ruleset parse_ruleset(const std::string& json_text, const std::string& origin) {
-  json root;
-  check_json_nesting(json_text, origin);
-  try {
-    root = json::parse(json_text);
-  } catch (const json::exception& error) {
-    fail(origin, std::string("invalid JSON: ") + error.what());
-  }
-  allow_only(
-      root, {"ruleset", "description", "entry_configs", "preset", "rcp", "benchmarks", "system_description", "configs"},
-      origin);
+std::string Ruleset::round_name() const {
+  const size_t second_dot = version.find('.', version.find('.') + 1);
+  return "v" + version.substr(0, second_dot);
+}
+
+Ruleset parse_ruleset(const std::string& json_text, const std::string& origin, const std::string& rules_dir) {
+  const json root = with_base_applied(parse_rules_json(json_text, origin), origin, rules_dir, 0);
+  allow_only(root,
+             {"ruleset", "description", "base", "entry_configs", "preset", "rcp", "scoring", "benchmarks",
+              "system_description", "configs"},
+             origin);
   Ruleset ruleset;
   ruleset.version = string_field(root, "ruleset", origin);
   ruleset.folder = "training_" + ruleset.version;
+  ruleset.base = string_field(root, "base", origin, false);
   ruleset.description = string_field(root, "description", origin, false);
   ruleset.entry_configs = string_list(root, "entry_configs", origin);
 
@@ -212,46 +303,13 @@ Ruleset parse_ruleset(const std::string& json_text, const std::string& origin) {
     if (!ruleset.configs.count(entry)) fail(origin + ": entry_configs", "no config named '" + entry + "'");
 
   if (!root.contains("benchmarks") || !root["benchmarks"].is_object()) fail(origin, "missing 'benchmarks'");
-  for (const auto& [name, spec] : root["benchmarks"].items()) {
-    const std::string where = origin + ": benchmarks." + name;
-    allow_only(spec, {"runs", "drop_each_side", "rcp_table", "convergence", "train_samples_convergence"}, where);
-    BenchmarkRules rules;
-    rules.name = name;
-    rules.runs = positive_int(spec, "runs", where);
-    rules.drop_each_side = positive_int(spec, "drop_each_side", where);
-    rules.rcp_table = string_field(spec, "rcp_table", where, false);
-    rules.convergence = string_field(spec, "convergence", where, false);
-    if (rules.convergence.empty()) rules.convergence = mllog_keys::kEpochNum;
-    if (rules.convergence != mllog_keys::kEpochNum && rules.convergence != mllog_keys::kTrainSamples)
-      fail(where + ".convergence", "must be \"epoch_num\" or \"train_samples\"");
-    if (spec.contains("train_samples_convergence")) {
-      if (!spec["train_samples_convergence"].is_boolean())
-        fail(where + ".train_samples_convergence", "must be true or false");
-      rules.train_samples_convergence = spec["train_samples_convergence"].get<bool>();
-    }
-    ruleset.benchmarks[name] = rules;
-  }
-
-  if (root.contains("preset")) {
-    const json& spec = root["preset"];
-    const std::string where = origin + ": preset";
-    allow_only(spec, {"key", "target_key", "reference_values", "rcp_table", "own_dataset_keys"}, where);
-    ruleset.preset.key = string_field(spec, "key", where);
-    ruleset.preset.target_key = string_field(spec, "target_key", where);
-    ruleset.preset.reference_values = string_list(spec, "reference_values", where);
-    ruleset.preset.rcp_table = string_field(spec, "rcp_table", where, false);
-    if (spec.contains("own_dataset_keys")) ruleset.preset.own_dataset_keys = string_list(spec, "own_dataset_keys", where);
-  }
-  if (root.contains("rcp")) {
-    const json& spec = root["rcp"];
-    const std::string where = origin + ": rcp";
-    allow_only(spec, {"alpha", "tolerance", "epoch_decimals", "bypass_covers_missing"}, where);
-    ruleset.rcp.alpha = spec.value("alpha", ruleset.rcp.alpha);
-    ruleset.rcp.tolerance = spec.value("tolerance", ruleset.rcp.tolerance);
-    if (spec.contains("epoch_decimals")) ruleset.rcp.epoch_decimals = positive_int(spec, "epoch_decimals", where);
-    ruleset.rcp.bypass_covers_missing = spec.value("bypass_covers_missing", false);
-    if (!(ruleset.rcp.alpha > 0 && ruleset.rcp.alpha < 1) || !(ruleset.rcp.tolerance > 0))
-      fail(where, "alpha must be in (0, 1) and tolerance positive");
+  for (const auto& [name, spec] : root["benchmarks"].items())
+    ruleset.benchmarks[name] = parse_benchmark(name, spec, origin + ": benchmarks." + name);
+  if (root.contains("preset")) ruleset.preset = parse_preset(root["preset"], origin + ": preset");
+  if (root.contains("rcp")) ruleset.rcp = parse_rcp_settings(root["rcp"], origin + ": rcp");
+  if (root.contains("scoring")) {
+    allow_only(root["scoring"], {"scaling_file"}, origin + ": scoring");
+    ruleset.scoring.scaling_file = string_field(root["scoring"], "scaling_file", origin + ": scoring", false);
   }
   if (root.contains("system_description")) {
     const json& spec = root["system_description"];
@@ -265,17 +323,14 @@ Ruleset parse_ruleset(const std::string& json_text, const std::string& origin) {
 }
 
 Ruleset load_ruleset(const std::string& version, const std::string& rules_dir) {
-  const std::string folder = "training_" + version;
-  if (!rules_dir.empty()) {
-    const std::string path = rules_dir + "/" + folder + "/" + kRulesFile;
-    if (!std::filesystem::is_regular_file(path)) fail("--ruleset " + version, "no " + path);
-    Ruleset ruleset = parse_ruleset(read_file(path), path);
+  const std::string relative = "training_" + version + "/" + kRulesFile;
+  if (const auto text = rules_text_of(version, rules_dir)) {
+    const std::string origin = rules_dir.empty() ? "rules/" + relative : rules_dir + "/" + relative;
+    Ruleset ruleset = parse_ruleset(*text, origin, rules_dir);
     ruleset.rules_dir = rules_dir;
     return ruleset;
   }
-  for (const auto& file : embedded_rule_files()) {
-    if (file.path == folder + "/" + kRulesFile) return parse_ruleset(file.text, "rules/" + file.path);
-  }
+  if (!rules_dir.empty()) fail("--ruleset " + version, "no " + rules_dir + "/" + relative);
   std::string known;
   for (const auto& name : embedded_ruleset_versions()) known += (known.empty() ? "" : ", ") + name;
   fail("--ruleset " + version, "unknown ruleset; this build has: " + known);

@@ -95,6 +95,19 @@ struct RcpSettings {
   double tolerance = 1e-4;
   int epoch_decimals = -1;  // eval epoch_num is rounded to this many decimals first (-1: not rounded)
   bool bypass_covers_missing = false;
+  // From 3.0.0 the package checker compares with the pruned table (rcp_checker --rcp_pass pruned_rcps): the
+  // batch sizes that converge no faster than their neighbours' interpolation allows.
+  bool prune = false;
+  // From 3.0.0 a passing submission faster than the RCP mean gets the factor RCP mean / its mean, which the
+  // package checker writes to scaling.json for the result summarizer.
+  bool score_normalization = false;
+};
+
+// How the round's result summarizer turns runs into a score beyond the olympic mean.
+struct ScoringRules {
+  // The summarizer multiplies the olympic mean by scaling_factor from this file in the benchmark folder
+  // ("scaling.json" from 3.0.0); empty: no scaling.
+  std::string scaling_file;
 };
 
 struct SystemDescriptionRules {
@@ -105,6 +118,7 @@ struct SystemDescriptionRules {
 
 struct Ruleset {
   std::string version;    // "1.1.0"
+  std::string base;       // the round this one's rules.json changes ("1.1.0" for 3.0.0); "" for a full file
   std::string folder;     // "training_1.1.0"
   std::string rules_dir;  // empty: embedded files; otherwise the folder the files were read from
   std::string description;
@@ -113,13 +127,18 @@ struct Ruleset {
   std::map<std::string, BenchmarkRules> benchmarks;
   PresetRule preset;
   RcpSettings rcp;
+  ScoringRules scoring;
   SystemDescriptionRules system_description;
 
   const BenchmarkRules* benchmark(const std::string& name) const;
+  // The round as messages name its official tools: "v1.1" for 1.1.0, "v3.0" for 3.0.0.
+  std::string round_name() const;
 };
 
-// Parses a rules.json text; throws trainbench::Error naming `origin` and the offending field.
-Ruleset parse_ruleset(const std::string& json_text, const std::string& origin);
+// Parses a rules.json text; throws trainbench::Error naming `origin` and the offending field. A file with a
+// "base" holds only what changed from that round, as a JSON merge patch under "changes" (RFC 7386: objects
+// merge, null removes); the base is read from `rules_dir` when given, else from the embedded files.
+Ruleset parse_ruleset(const std::string& json_text, const std::string& origin, const std::string& rules_dir = "");
 
 // The ruleset for a version ("1.1.0"): embedded, or from <rules_dir>/training_<version>/rules.json.
 Ruleset load_ruleset(const std::string& version, const std::string& rules_dir = "");

@@ -18,6 +18,8 @@ struct OlympicScore {
   int runs = 0;
   int non_converged = 0;
   int drop_each_side = 1;
+  // The result summarizer's scaling (3.0.0: scaling.json); mean_minutes already includes it.
+  std::optional<double> scaling_factor;
 };
 
 OlympicScore olympic_score(const std::vector<RunTime>& runs, int drop_each_side = 1);

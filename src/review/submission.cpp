@@ -9,7 +9,9 @@
 #include <set>
 
 #include "review/system_description.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 #include "util/mllog_format.h"
 
 namespace trainbench::review {
@@ -53,7 +55,7 @@ std::vector<RunReview> review_run_files(const fs::path& folder, const Ruleset& r
     std::error_code error;
     if (number >= 0 && entry.is_regular_file(error))
       files.emplace_back(number, entry.path().string());
-    else if (report_other_files)
+    else if (report_other_files && name != ruleset.scoring.scaling_file)
       findings.push_back({Severity::kWarning, entry.path().string(), 0, "not a result_<N>.txt log; ignored"});
   }
   std::sort(files.begin(), files.end());
@@ -88,7 +90,7 @@ std::optional<std::string> seed_as_integer(const nlohmann::json& value) {
 // The v1.1 package checker's seed checker (closed division): every seed reads as an integer; once a run
 // has logged a seed, every later run (in file order) logs one; no two runs log the same seed from the same
 // source line (metadata file and lineno). The same seed from different lines passes it.
-void check_seeds(const std::vector<RunReview>& runs, std::vector<Finding>& findings) {
+void check_seeds(const std::vector<RunReview>& runs, const std::string& round, std::vector<Finding>& findings) {
   std::map<std::string, std::string> run_of_seed;  // "file:lineno:seed" -> the run that logged it first
   std::string first_seeded_run;
   std::vector<std::string> unseeded_before_first;
@@ -97,9 +99,8 @@ void check_seeds(const std::vector<RunReview>& runs, std::vector<Finding>& findi
     if (run.seeds.empty()) {
       if (!first_seeded_run.empty())
         findings.push_back({Severity::kError, run.path, 0,
-                            "logs no seed, but " + first_seeded_run +
-                                " does; the v1.1 seed checker wants a seed in every run after the first one that "
-                                "logs one"});
+                            "logs no seed, but " + first_seeded_run + " does; the " + round +
+                                " seed checker wants a seed in every run after the first one that logs one"});
       else
         unseeded_before_first.push_back(name);
       continue;
@@ -124,8 +125,9 @@ void check_seeds(const std::vector<RunReview>& runs, std::vector<Finding>& findi
                             "seed " + describe(seed.value) + " is not a whole number; the seed checker reads it as " +
                                 *integer});
       if (source_file == seed.metadata.end() || source_line == seed.metadata.end()) {
-        findings.push_back({Severity::kError, run.path, seed.line,
-                            "the seed line has no metadata 'file' and 'lineno', which the v1.1 seed checker needs"});
+        findings.push_back(
+            {Severity::kError, run.path, seed.line,
+             "the seed line has no metadata 'file' and 'lineno', which the " + round + " seed checker needs"});
         continue;
       }
       const std::string source = printable(source_file->is_string() ? source_file->get<std::string>()
@@ -142,8 +144,8 @@ void check_seeds(const std::vector<RunReview>& runs, std::vector<Finding>& findi
     std::string names;
     for (const auto& name : unseeded_before_first) names += (names.empty() ? "" : ", ") + name;
     findings.push_back({Severity::kWarning, runs.front().path, 0,
-                        names + " log no seed but " + first_seeded_run +
-                            " does; the v1.1 seed checker only asks it of runs after the first seeded one"});
+                        names + " log no seed but " + first_seeded_run + " does; the " + round +
+                            " seed checker only asks it of runs after the first seeded one"});
   }
 }
 
@@ -188,6 +190,7 @@ void check_rcp_for(BenchmarkReview& review, const BenchmarkRules& rules, const R
     }
     try {
       table = parse_rcp_table(*text, ruleset.folder + "/" + table_name, parameters);
+      if (ruleset.rcp.prune) table = prune_rcp_table(table, parameters);
     } catch (const Error& error) {
       return add(Severity::kError, std::string("unusable RCP table: ") + error.what());
     }
@@ -213,13 +216,72 @@ void check_rcp_for(BenchmarkReview& review, const BenchmarkRules& rules, const R
   verdict.unit = review.runs.front().convergence_unit;
   verdict.required = closed && !table.points.empty();
   if (!verdict.required)
-    add(Severity::kNote, std::string("RCP check not required: ") +
-                             (closed ? "ruleset " + ruleset.version + " has no RCPs for " + rules.name
-                                     : "the v1.1 package checker checks RCPs in the closed division only"));
+    add(Severity::kNote,
+        std::string("RCP check not required: ") +
+            (closed ? "ruleset " + ruleset.version + " has no RCPs for " + rules.name
+                    : "the " + ruleset.round_name() + " package checker checks RCPs in the closed division only"));
   else if (verdict.bypassed)
     add(Severity::kWarning, "RCP check failed, accepted with --rcp-bypass (the submitter must notify the chair)");
   else if (!verdict.passed && options.rcp_bypass)
     add(Severity::kNote, "--rcp-bypass does not cover this outcome in ruleset " + ruleset.version);
+}
+
+std::string fixed_text(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+// The factor the summarizer applies: scaling_factor from the folder's scaling file, or nothing without one.
+std::optional<double> read_scaling_factor(const BenchmarkReview& review, const std::string& file) {
+  const fs::path path = fs::path(review.directory) / file;
+  std::error_code error;
+  if (!fs::is_regular_file(path, error)) return std::nullopt;
+  nlohmann::json contents;
+  try {
+    const std::string text = read_file(path.string());
+    check_json_nesting(text, path.string());
+    contents = nlohmann::json::parse(text);
+  } catch (const std::exception&) {
+    fail(path.string(), "not JSON; the result summarizer cannot read it");
+  }
+  const auto factor = contents.is_object() ? contents.find("scaling_factor") : contents.end();
+  if (!contents.is_object() || factor == contents.end() || !factor->is_number())
+    fail(path.string(), "needs a number 'scaling_factor', which the result summarizer multiplies the score by");
+  return factor->get<double>();
+}
+
+// From 3.0.0 the result summarizer multiplies the olympic mean by the folder's scaling.json, which the
+// package checker writes when the RCP checker normalizes a faster-than-reference submission. The score is
+// the summarizer's on the folder as it is; a normalization the folder does not carry is a warning.
+void apply_score_scaling(BenchmarkReview& review, const Ruleset& ruleset) {
+  const auto add = [&](Severity severity, const std::string& message) {
+    review.findings.push_back({severity, review.directory, 0, message});
+  };
+  const std::string& file = ruleset.scoring.scaling_file;
+  std::optional<double> factor;
+  try {
+    if (!file.empty()) factor = read_scaling_factor(review, file);
+  } catch (const Error& error) {
+    return add(Severity::kError, error.what());
+  }
+  const double unscaled = *review.score.mean_minutes;
+  if (factor) {
+    review.score.scaling_factor = *factor;
+    review.score.mean_minutes = unscaled * *factor;
+    add(Severity::kNote, "score " + fixed_text(unscaled, 3) + " min x scaling_factor " + fixed_text(*factor, 6) +
+                             " from " + file + " = " + fixed_text(*review.score.mean_minutes, 3) + " min");
+  }
+  const auto normalization =
+      review.rcp && ruleset.rcp.score_normalization ? review.rcp->normalization_factor : std::nullopt;
+  if (!normalization || (factor && std::fabs(*factor - *normalization) <= 1e-9 * *normalization)) return;
+  add(Severity::kWarning,
+      "the RCP checker normalizes this score by " + fixed_text(*normalization, 6) +
+          " (RCP mean / submission mean; rules: \"normalized to (potentially interpolated) RCP mean epochs\") and "
+          "the package checker writes that to " +
+          file + ", giving " + fixed_text(unscaled * *normalization, 3) + " min; this folder " +
+          (factor ? "has " + file + " with " + fixed_text(*factor, 6) : "has no " + file) +
+          ", so the score is the result summarizer's on the folder as it is");
 }
 
 void review_package(SubmissionReview& review, const fs::path& root, const Ruleset& ruleset,
@@ -281,14 +343,16 @@ void review_package(SubmissionReview& review, const fs::path& root, const Rulese
               {layout_severity, run.path, 0,
                "submission_benchmark is '" + printable(run.benchmark, 40) + "' but the log is in " + benchmark +
                    "/: the submission rules put logs in \"results/<system_desc_id>/<benchmark>/result_<i>.txt\" "
-                   "(submission_rules.adoc @e5d2c1f, Directory structure); the v1.1 tools check the log as " +
-                   printable(run.benchmark, 40) + " and score it as " + benchmark + layout_note});
+                   "(submission_rules.adoc @e5d2c1f, Directory structure); the " +
+                   ruleset.round_name() + " tools check the log as " + printable(run.benchmark, 40) +
+                   " and score it as " + benchmark + layout_note});
         if (!division.empty() && !run.division.empty() && run.division != division)
           run.findings.push_back({layout_severity, run.path, 0,
                                   "submission_division is '" + printable(run.division, 40) + "' but systems/" + name +
-                                      ".json says '" + printable(division, 40) +
-                                      "'; the v1.1 compliance checker uses the log's, the package checker the "
-                                      "system's (for seeds and RCPs)" + layout_note});
+                                      ".json says '" + printable(division, 40) + "'; the " + ruleset.round_name() +
+                                      " compliance checker uses the log's, the package checker the "
+                                      "system's (for seeds and RCPs)" +
+                                      layout_note});
         if (!submitter.empty() && !run.org.empty() && run.org != submitter)
           run.findings.push_back({Severity::kWarning, run.path, 0,
                                   "submission_org is '" + printable(run.org, 40) + "' but the system's submitter is '" +
@@ -426,16 +490,17 @@ BenchmarkReview review_benchmark_runs(const std::string& system, const std::stri
     add(Severity::kError,
         benchmark + " needs " + std::to_string(rules->runs) + " runs; found " + std::to_string(count));
   else if (count > rules->runs && context.package)
-    add(Severity::kError, std::to_string(count) + " runs found; the v1.1 package checker requires exactly " +
-                              std::to_string(rules->runs) + " (run more if you like, and submit " +
-                              std::to_string(rules->runs) + " consecutive ones)");
+    add(Severity::kError, std::to_string(count) + " runs found; the " + ruleset.round_name() +
+                              " package checker requires exactly " + std::to_string(rules->runs) +
+                              " (run more if you like, and submit " + std::to_string(rules->runs) +
+                              " consecutive ones)");
   else if (count > rules->runs)
     add(Severity::kWarning, std::to_string(count) + " runs found; the rules require " + std::to_string(rules->runs) +
                                 " (consecutive runs, no cherry-picking); all are scored");
   std::set<std::string> log_divisions;
   for (const auto& run : review.runs) log_divisions.insert(run.division);
   const bool closed = context.division.empty() ? !log_divisions.count("open") : context.division == "closed";
-  if (closed) check_seeds(review.runs, review.findings);
+  if (closed) check_seeds(review.runs, ruleset.round_name(), review.findings);
 
   std::vector<RunTime> times;
   for (const auto& run : review.runs) {
@@ -455,11 +520,13 @@ BenchmarkReview review_benchmark_runs(const std::string& system, const std::stri
                                       [](const RunReview& run) { return !run.compliant(); });
     add(failed > 0 ? Severity::kWarning : Severity::kNote,
         std::to_string(review.score.non_converged) + " run(s) did not converge or failed their checks and count as " +
-            "dropped" + (failed > 0 ? "; the v1.1 package checker allows " + std::to_string(rules->drop_each_side) +
-                                          " failed log(s) under olympic scoring"
-                                    : ""));
+            "dropped" +
+            (failed > 0 ? "; the " + ruleset.round_name() + " package checker allows " +
+                              std::to_string(rules->drop_each_side) + " failed log(s) under olympic scoring"
+                        : ""));
   }
   if (count > 0) check_rcp_for(review, *rules, ruleset, options, context.division);
+  if (review.score.mean_minutes) apply_score_scaling(review, ruleset);
   return review;
 }
 

@@ -10,11 +10,14 @@
 
 namespace trainbench {
 
-std::string md5_hex(const std::string& path) {
+namespace {
+
+std::string digest_hex(const std::string& path, const EVP_MD* algorithm, const char* name) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open");
   const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!context || EVP_DigestInit_ex(context.get(), EVP_md5(), nullptr) != 1) fail(path, "OpenSSL has no MD5");
+  if (!context || EVP_DigestInit_ex(context.get(), algorithm, nullptr) != 1)
+    fail(path, std::string("OpenSSL has no ") + name);
   std::vector<char> buffer(size_t{1} << 20);
   while (in) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
@@ -32,5 +35,11 @@ std::string md5_hex(const std::string& path) {
   }
   return hex;
 }
+
+}  // namespace
+
+std::string md5_hex(const std::string& path) { return digest_hex(path, EVP_md5(), "MD5"); }
+
+std::string sha256_hex(const std::string& path) { return digest_hex(path, EVP_sha256(), "SHA-256"); }
 
 }  // namespace trainbench

@@ -9,4 +9,8 @@ namespace trainbench {
 // naming `path` when it cannot be read.
 std::string md5_hex(const std::string& path);
 
+// The SHA-256 of the file's bytes as 64 lowercase hex digits (hashlib.sha256), for recording which source file a
+// generated dataset came from (GPT-3's mini corpus).
+std::string sha256_hex(const std::string& path);
+
 }  // namespace trainbench

@@ -7,7 +7,7 @@
 
 // The benchmarks, in the order the rules list them. Each name is a folder under src/workloads/ that
 // defines trainbench::<name>::registry_entry().
-#define TRAINBENCH_BENCHMARKS(X) X(resnet) X(ssd) X(maskrcnn) X(unet3d) X(rnnt) X(bert) X(dlrm) X(minigo)
+#define TRAINBENCH_BENCHMARKS(X) X(resnet) X(ssd) X(maskrcnn) X(unet3d) X(rnnt) X(bert) X(dlrm) X(minigo) X(gpt3)
 
 // Each folder's settings.json is embedded as trainbench_settings_<name> (src/workloads/CMakeLists.txt).
 #define TRAINBENCH_DECLARE_ENTRY(name)                 \

@@ -69,19 +69,43 @@ TEST_F(CliTest, HelpTextsListTheRegisteredBenchmarks) {
   for (const char* command : {"run --help", "bench --help", "data make --help"}) {
     const Result help = run(command);
     EXPECT_EQ(help.exit_code, 0) << command;
-    for (const char* benchmark : {"resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo"}) {
+    for (const char* benchmark : {"resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo", "gpt3"}) {
       EXPECT_NE(help.output.find(benchmark), std::string::npos) << command << " omits " << benchmark;
       EXPECT_NE(listing.output.find(std::string(benchmark) + " "), std::string::npos) << "benchmarks omits " << benchmark;
     }
   }
   const Result prepare = run("data prepare --help");
-  EXPECT_NE(prepare.output.find("Benchmark (unet3d, rnnt, dlrm)"), std::string::npos) << prepare.output;
+  EXPECT_NE(prepare.output.find("Benchmark (unet3d, rnnt, dlrm, gpt3)"), std::string::npos) << prepare.output;
+}
+
+// bench --plan: the dry plan of a layout without allocating it (GPT-3 175B over 512 ranks here), and bad layouts
+// refused by the flag or the setting that does not divide.
+TEST_F(CliTest, BenchPlanPrintsALayoutsDryPlanAndRefusesBadOnesByName) {
+  Result result = run("bench gpt3 --preset reference --plan tp=8,pp=8,dp=8");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("tp=8 pp=8 dp=8 1f1b over 512 ranks"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("  stage 7 (each of its 8 tensor-parallel rank(s)): 2797590528 parameters"),
+            std::string::npos)
+      << result.output;
+  const std::vector<std::pair<std::string, std::string>> refusals = {
+      {"tp=8,pp=8", "--plan: expected tp=T,pp=P,dp=D, all three; got \"tp=8,pp=8\""},
+      {"tp=0,pp=1,dp=1", "--plan: tp must be a whole number from 1 to 65536, got \"0\""},
+      {"tp=8,pp=8,ep=1", "--plan: expected tp=T,pp=P,dp=D; \"ep=1\" is none of them"},
+      {"tp=5,pp=8,dp=1", "gpt3/reference: heads: 96 is not divisible by tensor_parallel 5"}};
+  for (const auto& [plan, message] : refusals) {
+    result = run("bench gpt3 --preset reference --plan " + plan);
+    EXPECT_EQ(result.exit_code, 2) << plan;
+    EXPECT_NE(result.output.find(message), std::string::npos) << result.output;
+  }
 }
 
 TEST_F(CliTest, BadInputGetsAClearErrorAndExitCode2) {
   Result result = run("run imagenet");
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_NE(result.output.find("benchmark 'imagenet': unknown (expected one of: resnet, ssd, maskrcnn, unet3d, rnnt, bert, dlrm, minigo)"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("benchmark 'imagenet': unknown (expected one of: resnet, ssd, maskrcnn, unet3d, rnnt, "
+                               "bert, dlrm, minigo, gpt3)"),
+            std::string::npos)
+      << result.output;
 
   result = run("run resnet --preset huge");
   EXPECT_EQ(result.exit_code, 2);

@@ -1,8 +1,11 @@
-// Every log in tests/review/logs states its expected verdict on "# expect:" lines (see logs/README.md).
+// Every log in tests/review/logs (ruleset 1.1.0) and tests/review/logs_3.0.0 (3.0.0) states its expected
+// verdict on "# expect:" lines (see logs/README.md); a 3.0.0 log also records the official compliance
+// checker's verdict on its "# official" line, which the review must give.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <sstream>
+#include <tuple>
 
 #include "review/compliance.h"
 #include "test_support.h"
@@ -45,13 +48,41 @@ Severity severity_of(const std::string& kind) {
   return kind == "error" ? Severity::kError : kind == "warning" ? Severity::kWarning : Severity::kNote;
 }
 
-class LogCorpus : public ::testing::TestWithParam<std::string> {};
+// A corpus file: its folder below tests/review names the ruleset it is reviewed under.
+struct CorpusLog {
+  std::string folder;  // "logs" (1.1.0) or "logs_<ruleset>"
+  std::string file;
+};
+
+void PrintTo(const CorpusLog& log, std::ostream* out) { *out << log.folder << "/" << log.file; }
+
+const Ruleset& ruleset_of(const std::string& folder) {
+  static const Ruleset ruleset_3_0 = load_ruleset("3.0.0");
+  return folder == "logs_3.0.0" ? ruleset_3_0 : testing::ruleset_1_1();
+}
+
+// "# official (...): pass" / "fail: ..." / "crash: ...", the official checker's verdict; "" when not recorded.
+std::string official_verdict_of(const std::string& content) {
+  const std::string marker = "# official (";
+  const size_t at = content.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t colon = content.find("): ", at);
+  const size_t end = content.find_first_of(":\n", colon + 3);
+  return content.substr(colon + 3, end - colon - 3);
+}
+
+class LogCorpus : public ::testing::TestWithParam<CorpusLog> {};
 
 TEST_P(LogCorpus, ReviewSaysWhatTheLogExpects) {
-  const std::string path = testing::test_path("logs/" + GetParam());
-  const auto expectations = expectations_of(testing::read_text(path));
+  const std::string path = testing::test_path(GetParam().folder + "/" + GetParam().file);
+  const std::string content = testing::read_text(path);
+  const auto expectations = expectations_of(content);
   ASSERT_FALSE(expectations.empty()) << path << " has no '# expect:' lines";
-  const RunReview review = review_log_file(path, testing::ruleset_1_1());
+  const RunReview review = review_log_file(path, ruleset_of(GetParam().folder));
+  // The official checker passes a log that has no errors and reaches its target (whatever run_stop says).
+  if (const std::string official = official_verdict_of(content); !official.empty())
+    EXPECT_EQ(official == "pass", review.compliant() && review.target_reached) << official << "\n"
+                                                                               << dump(review.findings);
   bool expects_error = false;
   for (const auto& expectation : expectations) {
     if (expectation.kind == "pass") {
@@ -76,16 +107,20 @@ TEST_P(LogCorpus, ReviewSaysWhatTheLogExpects) {
   EXPECT_EQ(review.compliant(), !expects_error) << dump(review.findings);
 }
 
-std::vector<std::string> corpus_files() {
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(testing::test_path("logs")))
-    if (entry.path().extension() == ".txt") names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
+std::vector<CorpusLog> corpus_files() {
+  std::vector<CorpusLog> logs;
+  for (const std::string folder : {"logs", "logs_3.0.0"})
+    for (const auto& entry : std::filesystem::directory_iterator(testing::test_path(folder)))
+      if (entry.path().extension() == ".txt") logs.push_back({folder, entry.path().filename().string()});
+  std::sort(logs.begin(), logs.end(), [](const CorpusLog& a, const CorpusLog& b) {
+    return std::tie(a.folder, a.file) < std::tie(b.folder, b.file);
+  });
+  return logs;
 }
 
-std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = info.param.substr(0, info.param.size() - 4);
+std::string test_name(const ::testing::TestParamInfo<CorpusLog>& info) {
+  const std::string prefix = info.param.folder == "logs" ? "" : "v3_0_";
+  std::string name = prefix + info.param.file.substr(0, info.param.file.size() - 4);
   for (char& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return name;

@@ -151,5 +151,30 @@ TEST(RcpTableCommand, MakesATableFromPresetRuns) {
   EXPECT_THROW(run({"rcp-table", scratch / "runs", "--out", table, "--preset", "tiny"}), Error);
 }
 
+// A gpt3 log picks ruleset 3.0.0 by itself; under 1.1.0, or under a ruleset this build does not have, it is
+// refused by name (main() turns the Error into exit status 2).
+TEST(ReviewCommand, AGpt3LogIsReviewedUnderItsOwnRound) {
+  const std::string gpt3 = review::testing::test_path("logs_3.0.0/good_gpt3_nvidia.txt");
+  const Outcome outcome = run({"review", "--log", gpt3});
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.out;
+  EXPECT_NE(outcome.out.find("gpt3 (closed division)"), std::string::npos) << outcome.out;
+  EXPECT_EQ(run({"review", "--log", gpt3, "--ruleset", "3.0.0"}).exit_code, 0);
+  try {
+    run({"review", "--log", gpt3, "--ruleset", "1.1.0"});
+    FAIL() << "a 3.0.0 log was reviewed under 1.1.0";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("good_gpt3_nvidia.txt: submission_benchmark 'gpt3' has no rules in "
+                        "ruleset 1.1.0; it is a benchmark of ruleset 3.0.0"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_THROW(run({"review", "--log", gpt3, "--ruleset", "2.5.0"}), Error);
+  const std::string resnet = review::testing::test_path("logs/good_resnet_lars.txt");
+  EXPECT_THROW(run({"review", "--log", resnet, "--ruleset", "3.0.0"}), Error);
+  EXPECT_THROW(run({"review", "--log", resnet, "--log", gpt3}), Error);
+  EXPECT_EQ(run({"review", "--log", resnet}).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace trainbench::cli

@@ -153,7 +153,8 @@ TEST_P(SettingsProperty, EveryNumericSettingAtZeroMinusOneHugeOrNanIsRefusedByNa
 }
 
 INSTANTIATE_TEST_SUITE_P(Benchmarks, SettingsProperty,
-                         ::testing::Values("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo"),
+                         ::testing::Values("resnet", "ssd", "maskrcnn", "unet3d", "rnnt", "bert", "dlrm", "minigo",
+                                           "gpt3"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -417,13 +417,7 @@ class BertWorkload : public WorkloadBase {
         {"opt_lamb_learning_rate_decay_poly_power", preset_.poly_power},
         {"trainbench_model", config_.string("summary")},
     };
-    if (plan_.model_parallel()) {  // the layout, beside the MLPerf keys (docs/parallelism.md)
-      description.hyperparameters.push_back({"trainbench_tensor_parallel", plan_.tensor});
-      description.hyperparameters.push_back({"trainbench_pipeline_parallel", plan_.pipeline});
-      description.hyperparameters.push_back({"trainbench_data_parallel", plan_.data});
-      description.hyperparameters.push_back({"trainbench_pipeline_schedule", schedule_name(plan_.schedule)});
-      description.hyperparameters.push_back({"trainbench_virtual_pipeline_stages", plan_.virtual_stages});
-    }
+    add_plan_hyperparameters(plan_, description.hyperparameters);
     return description;
   }
 

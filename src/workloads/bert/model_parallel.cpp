@@ -7,6 +7,7 @@
 
 #include "parallel/tensor_parallel.h"
 #include "util/error.h"
+#include "workloads/model_parallel.h"
 
 namespace trainbench::bert {
 
@@ -26,32 +27,16 @@ int holding_stage(const std::string& name, int64_t layers, const parallel::Paral
   return name.rfind("bert.embeddings.", 0) == 0 ? 0 : plan.pipeline - 1;
 }
 
-void require_divisible(int64_t size, int64_t parts, const std::string& where, const std::string& parts_name) {
-  if (size % parts != 0)
-    fail(where, std::to_string(size) + " is not divisible by " + parts_name + " " + std::to_string(parts));
-}
-
 }  // namespace
 
 parallel::ParallelPlan plan_for(const Config& config, const Settings& preset, int world) {
-  const std::string where = config.name() + ": ";
-  parallel::ParallelPlan plan =
-      parallel::make_plan(world, static_cast<int>(preset.tensor_parallel), static_cast<int>(preset.pipeline_parallel),
-                          where + "tensor_parallel x pipeline_parallel");
-  plan.schedule = parallel::parse_pipeline_schedule(preset.pipeline_schedule, where + "pipeline_schedule");
-  plan.virtual_stages = static_cast<int>(preset.virtual_pipeline_stages);
-  if ((plan.schedule == parallel::PipelineSchedule::kInterleaved) != (plan.virtual_stages > 1))
-    fail(where + "virtual_pipeline_stages",
-         "the interleaved schedule needs 2 or more model chunks per rank, and only it takes them (got " +
-             std::to_string(plan.virtual_stages) + " with " + schedule_name(plan.schedule) + ")");
-  require_divisible(preset.heads, plan.tensor, where + "heads", "tensor_parallel");
-  require_divisible(preset.intermediate, plan.tensor, where + "intermediate", "tensor_parallel");
-  require_divisible(preset.layers, static_cast<int64_t>(plan.pipeline) * plan.virtual_stages, where + "layers",
-                    "pipeline_parallel x virtual_pipeline_stages");
-  const int64_t micro_batches = config.integer_at_least("gradient_accumulation_steps", 1);
-  if (plan.schedule == parallel::PipelineSchedule::kInterleaved)
-    require_divisible(micro_batches, plan.pipeline, where + "gradient_accumulation_steps (the micro-batches)",
-                      "pipeline_parallel, as the interleaved schedule needs");
+  const parallel::ParallelPlan plan =
+      model_parallel_plan(config,
+                          {preset.tensor_parallel, preset.pipeline_parallel, preset.virtual_pipeline_stages,
+                           preset.layers, preset.pipeline_schedule},
+                          world);
+  require_divisible(preset.heads, plan.tensor, config.name() + ": heads", "tensor_parallel");
+  require_divisible(preset.intermediate, plan.tensor, config.name() + ": intermediate", "tensor_parallel");
   return plan;
 }
 
@@ -64,19 +49,10 @@ BertPartition partition_for(const Settings& preset, const parallel::ParallelCont
         parallel::padded_vocab_size(preset.vocab_size, preset.make_vocab_size_divisible_by, plan.tensor);
   }
   const int stage = context.coordinates().pipeline;
-  for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
-    const auto [first, last] = chunk_layers(preset.layers, plan, stage, chunk);
-    for (int64_t layer = first; layer < last; ++layer) partition.layers.push_back(layer);
-  }
+  partition.layers = stage_layers(preset.layers, plan, stage);
   partition.embeddings = stage == 0;
   partition.heads = stage == plan.pipeline - 1;
   return partition;
-}
-
-std::pair<int64_t, int64_t> chunk_layers(int64_t layers, const parallel::ParallelPlan& plan, int stage, int chunk) {
-  const int64_t per_chunk = layers / (static_cast<int64_t>(plan.pipeline) * plan.virtual_stages);
-  const int64_t virtual_stage = static_cast<int64_t>(chunk) * plan.pipeline + stage;
-  return {virtual_stage * per_chunk, (virtual_stage + 1) * per_chunk};
 }
 
 std::vector<optim::Parameter> optimizer_parameters(const BertForPreTraining& model,
@@ -93,18 +69,6 @@ std::vector<optim::Parameter> optimizer_parameters(const BertForPreTraining& mod
     parameters.push_back(parameter);
   }
   return parameters;
-}
-
-optim::NormReduction norm_reduction(const parallel::ParallelContext& context) {
-  optim::NormReduction reduction;
-  parallel::Communicator& tensor = context.tensor_parallel();
-  parallel::Communicator& pipeline = context.pipeline_parallel();
-  reduction.over_tensor_shards = [&tensor](std::vector<double>& squares) { tensor.sum(squares); };
-  reduction.over_model = [&tensor, &pipeline](std::vector<double>& squares) {
-    tensor.sum(squares);
-    pipeline.sum(squares);
-  };
-  return reduction;
 }
 
 void sum_tied_embedding_gradients(const BertForPreTraining& model, const parallel::ParallelContext& context) {

@@ -15,6 +15,7 @@
 #include "workloads/bert/model.h"
 #include "workloads/bert/pretraining.h"
 #include "workloads/bert/settings.h"
+#include "workloads/model_parallel.h"
 
 namespace trainbench::bert {
 
@@ -25,15 +26,10 @@ parallel::ParallelPlan plan_for(const Config& config, const Settings& preset, in
 
 // What this rank holds of the model under `context`'s plan.
 BertPartition partition_for(const Settings& preset, const parallel::ParallelContext& context);
-// The encoder layers [first, last) of model chunk `chunk` on pipeline stage `stage` (chunk c of stage s is
-// virtual stage c·P + s, as Megatron's interleaved schedule numbers them).
-std::pair<int64_t, int64_t> chunk_layers(int64_t layers, const parallel::ParallelPlan& plan, int stage, int chunk);
-
 // The parameters for LAMB, each flagged as decaying, sharded over tensor-parallel ranks, and counted once in
-// the global gradient norm; and how LAMB sums its norms over the ranks holding the model.
+// the global gradient norm (LAMB sums its norms over the ranks as workloads/model_parallel.h's norm_reduction says).
 std::vector<optim::Parameter> optimizer_parameters(const BertForPreTraining& model,
                                                    const parallel::ParallelContext& context);
-optim::NormReduction norm_reduction(const parallel::ParallelContext& context);
 
 // The tied word embeddings' gradient summed over the first and the last pipeline stage (the lookup's part and
 // the decoder's), so that both copies take the same update. Nothing without pipeline stages.
