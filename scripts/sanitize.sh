@@ -10,6 +10,8 @@ cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DTRAINBENCH_T
   -DCMAKE_CXX_FLAGS="-O0 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 cmake --build build-sanitize -j"$(nproc)"
+# GPT-3's mini-scale sample index is held to the reference's Python over 16.7M tokens (helpers.cpp's float
+# ceil): 17 s under the sanitizers for code the smaller index tests run too.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-sanitize --output-on-failure -j"$(nproc)"
+  ctest --test-dir build-sanitize --output-on-failure -j"$(nproc)" -E 'GptSamples.MiniScaleIndexEqualsTheReference'
 echo "sanitize.sh: $(( $(date +%s) - start )) s"

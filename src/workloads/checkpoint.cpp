@@ -1,5 +1,6 @@
 #include "workloads/checkpoint.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -46,6 +47,8 @@ void save_state_dict(const StateDict& state, const std::string& path) {
 }
 
 void load_state_dict(const std::string& path, const StateDict& targets) {
+  if (std::filesystem::is_directory(path))
+    fail("--weights " + path, "is a directory; this benchmark starts from a file torch.save wrote");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("--weights " + path, "cannot read the file");
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

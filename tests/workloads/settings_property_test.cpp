@@ -25,8 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// An accepted value trains this long before the test interrupts it.
-constexpr auto kTrainingBudget = std::chrono::seconds(2);
+// An accepted value trains this long before the test interrupts it (1 s: enough to build, open the data and
+// start training; the nine benchmarks' probes are a large part of the CI budget).
+constexpr auto kTrainingBudget = std::chrono::seconds(1);
 
 struct Assignment {
   std::string key;  // dotted, as --set takes it

@@ -163,9 +163,12 @@ void write_slice(const std::string& directory, const std::string& key, const std
 
 void save_distributed_checkpoint(const std::string& directory, const GptModel& model, const optim::Adam& optimizer,
                                  const parallel::ParallelContext& context) {
-  if (context.rank() == 0) create_checkpoint(directory, model, optimizer.steps(), context.plan.tensor);
-  context.world->barrier();
-  if (context.coordinates().data == 0) {
+  // A split model is written by every rank of the first data-parallel replica, between barriers; a whole one by
+  // the one rank that calls this (world rank 0, as WorkloadBase::save_weights and export_model call it).
+  const bool split = context.plan.model_parallel();
+  if (!split || context.rank() == 0) create_checkpoint(directory, model, optimizer.steps(), context.plan.tensor);
+  if (split) context.world->barrier();
+  if (!split || context.coordinates().data == 0) {
     size_t i = 0;
     for (const auto& item : model->named_parameters()) {
       const std::string key = array_of(item.key()).first;
@@ -181,8 +184,8 @@ void save_distributed_checkpoint(const std::string& directory, const GptModel& m
       ++i;
     }
   }
-  context.world->barrier();
-  if (context.rank() == 0) dist_checkpoint::write_config(directory);
+  if (split) context.world->barrier();
+  if (!split || context.rank() == 0) dist_checkpoint::write_config(directory);
 }
 
 }  // namespace trainbench::gpt3

@@ -30,9 +30,10 @@ std::vector<CheckpointArray> checkpoint_arrays(const GptOptions& options, int64_
 // preset's model needs, and non-finite values; nothing is changed unless everything was read.
 void load_distributed_checkpoint(const std::string& directory, GptModel& model, optim::Adam* optimizer);
 
-// Writes the model (and the optimizer's moments and step) as a new checkpoint directory: every rank of the
-// context calls it; the first data-parallel replica's ranks write their slices, and world rank 0 the arrays'
-// metadata, common.pt and, last, metadata.json. Refuses a directory that exists and is not empty.
+// Writes the model (and the optimizer's moments and step) as a new checkpoint directory. A split model: every
+// rank calls it, the first data-parallel replica's ranks write their slices, and world rank 0 the arrays'
+// metadata, common.pt and, last, metadata.json. A whole model: the rank that calls it writes everything. Refuses a
+// directory that exists and is not empty.
 void save_distributed_checkpoint(const std::string& directory, const GptModel& model, const optim::Adam& optimizer,
                                  const parallel::ParallelContext& context);
 

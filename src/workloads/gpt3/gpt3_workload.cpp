@@ -311,7 +311,8 @@ WorkloadEntry registry_entry() {
           construct_trainer<GptTrainer>,
           make_dataset,
           prepare_dataset,
-          print_plan};
+          print_plan,
+          /*model_file_suffix=*/""};  // a checkpoint directory, as the reference's
 }
 
 }  // namespace trainbench::gpt3

@@ -76,6 +76,19 @@ TEST_F(GptCheckpoint, ATensor2Pipeline2SaveIsTheOneRankSaveArrayByArray) {
   EXPECT_TRUE(dist_checkpoint::is_distributed_checkpoint(split));
 }
 
+// Under data parallelism alone the model is whole on every rank, and --save-model and `checkpoint export` call
+// save_model on rank 0 only (WorkloadBase::save_weights): it must not wait for the others.
+TEST_F(GptCheckpoint, AWholeModelUnderDataParallelismIsWrittenByRankZeroAlone) {
+  const std::string path = (dir_ / "data_parallel").string();
+  const auto failures = testing::run_ranks(2, [&](parallel::Communicator& communicator) {
+    GptTrainer trainer(checkpoint_settings(1, 1), rank_context(communicator), TrainerPurpose::kExport);
+    if (communicator.rank() == 0) trainer.save_model(path);
+    communicator.barrier();
+  });
+  EXPECT_EQ(failures, std::vector<std::string>(2));
+  EXPECT_TRUE(dist_checkpoint::is_distributed_checkpoint(path));
+}
+
 TEST_F(GptCheckpoint, ACheckpointLoadsIntoAnotherLayoutWithAdamsState) {
   const std::string path = trained_checkpoint("trained");
   const parallel::ParallelContext alone{parallel::Communicator::connect({}), torch::kCPU};
