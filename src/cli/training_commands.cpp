@@ -114,10 +114,11 @@ struct WorkloadFlags {
         ->capture_default_str()->check(thread_count());
     command->add_option("--device", device, "Compute device: auto (CUDA when available), cpu or cuda")
         ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-    command->add_option("--weights", weights,
-                        "Start from this model file (`trainbench checkpoint export`'s format: a state dict under the "
-                        "official implementation's names; MiniGo: a .minigo file; GPT-3: a Megatron distributed "
-                        "checkpoint directory) instead of the seeded initialization")
+    command
+        ->add_option("--weights", weights,
+                     "Start from this model file (`trainbench checkpoint export`'s format: a state dict under the "
+                     "official implementation's names; MiniGo: a .minigo file; GPT-3: a Megatron distributed "
+                     "checkpoint directory) instead of the seeded initialization")
         ->check(CLI::ExistingPath);
     command->add_flag("--skip-corrupt", skip_corrupt, "Skip unreadable images and count them in the log instead of failing");
     command->add_option("--comm-timeout", comm_timeout,
@@ -256,10 +257,11 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->add_option("--status", submission->status, "submission_status")
       ->capture_default_str()->check(CLI::IsMember({"onprem", "cloud", "preview", "research"}));
   auto save_model = std::make_shared<std::string>();
-  command->add_option("--save-model", *save_model,
-                      "After each run, write its final model to DIR/<benchmark>_seed<seed>.pt as a state dict under the "
-                      "official implementation's names (`checkpoint export`'s format; MiniGo: a .minigo file; GPT-3: "
-                      "DIR/gpt3_seed<seed>, a Megatron distributed checkpoint)");
+  command->add_option(
+      "--save-model", *save_model,
+      "After each run, write its final model to DIR/<benchmark>_seed<seed>.pt as a state dict under the "
+      "official implementation's names (`checkpoint export`'s format; MiniGo: a .minigo file; GPT-3: "
+      "DIR/gpt3_seed<seed>, a Megatron distributed checkpoint)");
   command->add_flag("--echo-log", *echo_log, "Also print the :::MLLOG lines to stdout");
   command->add_flag("--quiet", *quiet, "No progress line");
   command->callback([=, &context] {
@@ -537,9 +539,13 @@ void add_checkpoint_command(CLI::App& app) {
   command->add_option("--preset", *preset, "Preset whose model to build")->capture_default_str();
   command->add_option("--set", *overrides, "Override a preset setting, key=value (repeatable)");
   command->add_option("--seed", *seed, "Seed of the initialization, as run's --seed")->capture_default_str()->check(whole_number(0, INT32_MAX));
-  command->add_option("--weights", *weights, "Start from this model file instead (e.g. to check or re-save one)")->check(CLI::ExistingPath);
-  command->add_option("--out", *out, "The file to write (a .pt state dict; MiniGo: a .minigo file; GPT-3: a new "
-                                     "distributed-checkpoint directory)")->required();
+  command->add_option("--weights", *weights, "Start from this model file instead (e.g. to check or re-save one)")
+      ->check(CLI::ExistingPath);
+  command
+      ->add_option("--out", *out,
+                   "The file to write (a .pt state dict; MiniGo: a .minigo file; GPT-3: a new "
+                   "distributed-checkpoint directory)")
+      ->required();
   command->callback([=] {
     const WorkloadEntry& entry = find_workload(*benchmark);
     WorkloadSettings settings;
