@@ -68,10 +68,9 @@ int64_t eval_interval_samples(const Settings& preset) {
   return (24576 + preset.batch_size - 1) / preset.batch_size * preset.batch_size;
 }
 
+// The rule across settings that no range of settings.json states (the widths are plan_for's), checked before the
+// log opens.
 void check_settings(const Config& config, const Settings& preset) {
-  if (preset.ffn_hidden <= 0 || preset.hidden % preset.heads != 0)
-    fail(config.name() + ": hidden",
-         std::to_string(preset.hidden) + " is not divisible by heads " + std::to_string(preset.heads));
   const GptLrSchedule schedule = lr_schedule(preset);
   if (schedule.decay_steps <= schedule.warmup_steps)
     fail(config.name() + ": decay_steps", std::to_string(schedule.decay_steps) + " must be more than warmup_steps " +
