@@ -29,6 +29,15 @@ parallel::ParallelPlan model_parallel_plan(const Config& config, const ModelPara
   return plan;
 }
 
+int64_t plan_micro_batches(const Config& config, int64_t batch_size, const parallel::ParallelPlan& plan) {
+  const int64_t micro_batches = config.integer_at_least("gradient_accumulation_steps", 1);
+  if (batch_size % (plan.data * micro_batches) != 0)
+    fail(config.name() + ": batch_size", std::to_string(batch_size) + " does not divide into " +
+                                             std::to_string(plan.data) + " data-parallel rank(s) x " +
+                                             std::to_string(micro_batches) + " micro-batches");
+  return micro_batches;
+}
+
 std::pair<int64_t, int64_t> chunk_layers(int64_t layers, const parallel::ParallelPlan& plan, int stage, int chunk) {
   const int64_t per_chunk = layers / (static_cast<int64_t>(plan.pipeline) * plan.virtual_stages);
   const int64_t virtual_stage = static_cast<int64_t>(chunk) * plan.pipeline + stage;

@@ -24,6 +24,10 @@ struct ModelParallelSettings {
 // (gradient_accumulation_steps) do not divide as the plan needs, or the schedule and its chunks disagree.
 parallel::ParallelPlan model_parallel_plan(const Config& config, const ModelParallelSettings& settings, int world);
 
+// The micro-batches per step (gradient_accumulation_steps) of a dry plan; an Error names batch_size when the global
+// batch does not divide into the plan's data-parallel ranks x them.
+int64_t plan_micro_batches(const Config& config, int64_t batch_size, const parallel::ParallelPlan& plan);
+
 // An Error "<where>: <size> is not divisible by <parts_name> <parts>" unless it is.
 void require_divisible(int64_t size, int64_t parts, const std::string& where, const std::string& parts_name);
 

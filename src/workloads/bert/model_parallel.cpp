@@ -216,11 +216,7 @@ std::string mebibytes(double bytes) {
 void print_plan(const Config& config, int ranks, std::ostream& out) {
   const Settings preset = read_settings<Settings>(config);
   const parallel::ParallelPlan plan = plan_for(config, preset, ranks);
-  const int64_t micro_batches = config.integer_at_least("gradient_accumulation_steps", 1);
-  if (preset.batch_size % (plan.data * micro_batches) != 0)
-    fail(config.name() + ": batch_size", std::to_string(preset.batch_size) + " does not divide into " +
-                                             std::to_string(plan.data) + " data-parallel rank(s) x " +
-                                             std::to_string(micro_batches) + " micro-batches");
+  const int64_t micro_batches = plan_micro_batches(config, preset.batch_size, plan);
   const int element_bytes = config.string("precision") == "fp32" ? 4 : 2;
   out << plan.describe() << " over " << ranks << " ranks, " << micro_batches << " micro-batch(es) of "
       << preset.batch_size / plan.data / micro_batches

@@ -8,6 +8,7 @@
 #include "parallel/tensor_parallel.h"
 #include "util/error.h"
 #include "workloads/gpt3/trainer.h"
+#include "workloads/model_parallel.h"
 
 namespace trainbench::gpt3 {
 
@@ -80,11 +81,7 @@ GptFootprint footprint(const Settings& preset, const parallel::ParallelPlan& pla
 void print_plan(const Config& config, int ranks, std::ostream& out) {
   const Settings preset = read_settings<Settings>(config);
   const parallel::ParallelPlan plan = plan_for(config, preset, ranks);
-  const int64_t micro_batches = config.integer_at_least("gradient_accumulation_steps", 1);
-  if (preset.batch_size % (plan.data * micro_batches) != 0)
-    fail(config.name() + ": batch_size", std::to_string(preset.batch_size) + " does not divide into " +
-                                             std::to_string(plan.data) + " data-parallel rank(s) x " +
-                                             std::to_string(micro_batches) + " micro-batches");
+  const int64_t micro_batches = plan_micro_batches(config, preset.batch_size, plan);
   const int element_bytes = config.string("precision") == "fp32" ? 4 : 2;
   const int64_t vocab =
       parallel::padded_vocab_size(preset.vocab_size, preset.make_vocab_size_divisible_by, plan.tensor);
