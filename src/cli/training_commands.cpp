@@ -492,10 +492,23 @@ void add_data_command(CLI::App& app) {
   prepare->add_option("--out", *prepared, "Output directory for the prepared files")->required();
   prepare->add_option("--preset", *prepare_preset, "Preset whose settings (e.g. table sizes) apply")->capture_default_str();
   prepare->add_option("--set", *prepare_overrides, "Override a preset setting, key=value (repeatable)");
+  auto spm = std::make_shared<std::string>();
+  prepare
+      ->add_option("--spm", *spm,
+                   "SentencePiece model to tokenize with, as --set tokenizer_model=MODEL (gpt3: the reference's "
+                   "c4_en_301_5Mexp2_spm.model, default C4_PATH/tokenizers/c4_spm/sentencepiece.model; rnnt: "
+                   "librispeech1023.model, default: trained here)")
+      ->check(CLI::ExistingFile);
   prepare->callback([=] {
     const WorkloadEntry& entry = find_workload(*prepare_benchmark);
     if (!entry.prepare_dataset) fail(entry.name, "reads its dataset as published; there is nothing to prepare");
-    const Config config = preset_config(entry, *prepare_preset, *prepare_overrides);
+    std::vector<std::string> overrides = *prepare_overrides;
+    if (!spm->empty()) {
+      if (!preset_config(entry, *prepare_preset, {}).values().contains("tokenizer_model"))
+        fail("--spm", entry.name + " tokenizes nothing when it prepares its dataset (gpt3 and rnnt do)");
+      overrides.push_back("tokenizer_model=" + *spm);
+    }
+    const Config config = preset_config(entry, *prepare_preset, overrides);
     entry.prepare_dataset(config, *in, *prepared);
     std::cout << "prepared the " << entry.name << " dataset from " << *in << " in " << *prepared << "\n";
   });

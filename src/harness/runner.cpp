@@ -90,11 +90,13 @@ std::pair<nlohmann::json, nlohmann::ordered_json> time_split_json(const TimeSpli
 }
 
 // Where a run is in its schedule while a block trains, in the schedule's unit: epochs trained (fractional),
-// samples trained, or the generation being trained.
-double schedule_position(ScheduleUnit unit, const Block& block, int64_t block_samples, int64_t samples_per_epoch) {
-  switch (unit) {
+// samples or tokens trained, or the generation being trained.
+double schedule_position(const EvalSchedule& schedule, const Block& block, int64_t block_samples,
+                         int64_t samples_per_epoch) {
+  switch (schedule.unit) {
     case ScheduleUnit::kSamples:
-      return block.units_before() + static_cast<double>(block_samples);
+    case ScheduleUnit::kTokens:
+      return block.units_before() + static_cast<double>(block_samples) * schedule.units_per_sample;
     case ScheduleUnit::kGenerations:
       return block.first_epoch_num;
     case ScheduleUnit::kEpochs:
@@ -107,8 +109,8 @@ double schedule_position(ScheduleUnit unit, const Block& block, int64_t block_sa
 // Connects the workload's per-step reports to the progress line and the interrupt flag.
 class HarnessControl : public RunControl {
  public:
-  HarnessControl(ProgressLine* progress, ScheduleUnit unit, int64_t train_samples, TimedParts& parts)
-      : progress_(progress), unit_(unit), samples_per_epoch_(train_samples), parts_(parts) {}
+  HarnessControl(ProgressLine* progress, const EvalSchedule& schedule, int64_t train_samples, TimedParts& parts)
+      : progress_(progress), schedule_(schedule), samples_per_epoch_(train_samples), parts_(parts) {}
 
   void begin_block(const Block& block) {
     block_ = block;
@@ -118,7 +120,8 @@ class HarnessControl : public RunControl {
   void step(int64_t samples, double loss) override {
     block_samples_ += samples;
     total_samples_ += samples;
-    if (progress_) progress_->on_step(schedule_position(unit_, block_, block_samples_, samples_per_epoch_), samples, loss);
+    if (progress_)
+      progress_->on_step(schedule_position(schedule_, block_, block_samples_, samples_per_epoch_), samples, loss);
     check_interrupt();
   }
 
@@ -149,7 +152,7 @@ class HarnessControl : public RunControl {
 
  private:
   ProgressLine* progress_;
-  ScheduleUnit unit_;
+  EvalSchedule schedule_;
   int64_t samples_per_epoch_;
   TimedParts& parts_;
   Block block_;
@@ -361,7 +364,7 @@ void BenchmarkRun::time_training() {
   checking_input_ = false;
   if (result_) result_->open();
 
-  HarnessControl control(progress(), schedule.unit, data.train_samples, parts_);
+  HarnessControl control(progress(), schedule, data.train_samples, parts_);
   const std::optional<SavedModel> passing = schedule.evaluation == Evaluation::kAfterEachBlock
                                                 ? evaluate_after_each_block(schedule, control)
                                                 : evaluate_after_training(schedule, control);

@@ -23,6 +23,8 @@ const char* unit_name(ScheduleUnit unit) {
   switch (unit) {
     case ScheduleUnit::kEpochs: return "epoch";
     case ScheduleUnit::kSamples: return "samples";
+    case ScheduleUnit::kTokens:
+      return "tokens";
     case ScheduleUnit::kGenerations: return "generation";
   }
   return "epoch";
@@ -30,8 +32,8 @@ const char* unit_name(ScheduleUnit unit) {
 
 std::string describe_position(ScheduleUnit unit, double position) {
   char text[64];
-  if (unit == ScheduleUnit::kSamples)
-    std::snprintf(text, sizeof text, "%.0f samples", position);
+  if (unit == ScheduleUnit::kSamples || unit == ScheduleUnit::kTokens)
+    std::snprintf(text, sizeof text, "%.0f %s", position, unit_name(unit));
   else
     std::snprintf(text, sizeof text, "%s %g", unit_name(unit), position);
   return text;

@@ -35,10 +35,11 @@ struct HyperParameter {
 enum class ScheduleUnit {
   kEpochs,       // ResNet; DLRM in fractions of an epoch
   kSamples,      // BERT: training samples
+  kTokens,       // GPT-3: training tokens (samples x sequence length), as NVIDIA's v3.0 logs and the RCPs count
   kGenerations,  // MiniGo: self-play generations
 };
-const char* unit_name(ScheduleUnit unit);  // "epoch", "samples", "generation"
-// "epoch 4", "16000 samples", "generation 3": a position in the schedule for people to read.
+const char* unit_name(ScheduleUnit unit);  // "epoch", "samples", "tokens", "generation"
+// "epoch 4", "16000 samples", "1024000 tokens", "generation 3": a position in the schedule for people to read.
 std::string describe_position(ScheduleUnit unit, double position);
 
 // A block trains epoch_count units starting at first_epoch_num (1-based), then the harness evaluates. The
@@ -67,6 +68,7 @@ struct EvalSchedule {
   double max_epochs = 1;
   bool positional = false;  // epoch_num = 1 + units trained (see Block)
   ScheduleUnit unit = ScheduleUnit::kEpochs;
+  double units_per_sample = 1;  // kTokens: the sequence length
   Evaluation evaluation = Evaluation::kAfterEachBlock;
   std::vector<Block> blocks() const;
 };

@@ -93,6 +93,14 @@ void seed_torch(const WorkloadSettings& settings) {
   torch::manual_seed(settings.seed);
 }
 
+std::string starting_weights(const WorkloadSettings& settings, const std::string& init_checkpoint,
+                             TrainerPurpose purpose) {
+  if (!settings.weights.empty()) return settings.weights;
+  if (purpose != TrainerPurpose::kRun || init_checkpoint.empty()) return "";
+  const std::filesystem::path checkpoint(init_checkpoint);
+  return (checkpoint.is_absolute() ? checkpoint : std::filesystem::path(settings.data_dir) / checkpoint).string();
+}
+
 WorkloadBase::WorkloadBase(WorkloadSettings settings)
     : settings_(std::move(settings)),
       config_(settings_.config),

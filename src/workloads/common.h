@@ -55,6 +55,11 @@ int loader_threads(const Config& config, const std::string& key);
 // Compute threads and the seed of LibTorch's generators, before anything random is built.
 void seed_torch(const WorkloadSettings& settings);
 
+// The checkpoint a model starts from: --weights, else for a run the preset's init_checkpoint (a relative path is
+// inside the dataset directory, where the MLPerf package keeps it); empty: the seeded initialization.
+std::string starting_weights(const WorkloadSettings& settings, const std::string& init_checkpoint,
+                             TrainerPurpose purpose);
+
 class WorkloadBase : public Workload {
  public:
   // --save-model: the trainer's model (Trainer::save_model).

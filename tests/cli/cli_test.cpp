@@ -1,6 +1,7 @@
 // The trainbench binary as a user meets it: help, clear errors with exit code 2, and an interrupted run
 // that ends its log with run_stop "aborted" and exits non-zero.
 #include <csignal>
+#include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
@@ -292,6 +293,48 @@ TEST_F(CliTest, DataPrepareConvertsCriteoDayFilesAndExplainsBadInput) {
   result = run("data prepare resnet --in " + dir_.string() + " --out " + (dir_ / "x").string());
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_NE(result.output.find("resnet: reads its dataset as published"), std::string::npos) << result.output;
+}
+
+// GPT-3's C4 preparation takes the SentencePiece model from --spm (as --set tokenizer_model), or from where the
+// reference's README puts it; a benchmark that tokenizes nothing refuses the flag by name.
+TEST_F(CliTest, DataPrepareGpt3TokenizesWithTheSpmModelGivenOrRefusesByName) {
+  const fs::path c4 = dir_ / "c4";
+  fs::create_directories(c4);
+  std::ofstream text(dir_ / "text.txt");
+  for (int i = 0; i < 200; ++i) text << "the river went down to the old house number " << i << " by the mill\n";
+  text.close();
+  const std::string prefix = (dir_ / "spm").string();
+  ASSERT_EQ(std::system(("spm_train --input=" + (dir_ / "text.txt").string() + " --model_prefix=" + prefix +
+                         " --vocab_size=60 --model_type=bpe --minloglevel=2 > /dev/null 2>&1")
+                            .c_str()),
+            0);
+  std::ofstream(c4 / "c4-validation_24567exp.json") << R"({"text": "the old house by the river"})"
+                                                    << "\n"
+                                                    << R"({"text": "down to the mill"})"
+                                                    << "\n";
+
+  Result result = run("data prepare gpt3 --in " + c4.string() + " --out " + (dir_ / "none").string());
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find((c4 / "tokenizers/c4_spm/sentencepiece.model").string() + ": is missing"),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("or pass --spm MODEL"), std::string::npos) << result.output;
+  EXPECT_FALSE(fs::exists(dir_ / "none"));
+
+  result =
+      run("data prepare gpt3 --in " + c4.string() + " --spm " + prefix + ".model --out " + (dir_ / "out").string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("c4_en_validation_subset_c4_spm_text_document: 2 documents"), std::string::npos)
+      << result.output;
+  EXPECT_TRUE(fs::exists(dir_ / "out/c4_en_validation_subset_c4_spm_text_document.idx"));
+
+  result = run("data prepare gpt3 --in " + c4.string() + " --spm " + (dir_ / "missing.model").string() + " --out " +
+               (dir_ / "x").string());
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("--spm"), std::string::npos) << result.output;
+  result = run("data prepare dlrm --in " + c4.string() + " --spm " + prefix + ".model --out " + (dir_ / "x").string());
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("--spm: dlrm tokenizes nothing"), std::string::npos) << result.output;
 }
 
 // Issue 18: a full disk while generating names the reason and leaves no half-written day file. The disk is a

@@ -486,6 +486,23 @@ TEST_F(RunnerTest, ProgressLineShowsSamplesForASampleSchedule) {
   EXPECT_EQ(text.find("epoch"), std::string::npos) << text;
 }
 
+// GPT-3 counts tokens: the progress line and epoch_num are samples trained times the sequence length.
+TEST_F(RunnerTest, ATokenScheduleCountsSamplesTimesTheSequenceLength) {
+  ScriptedWorkload workload;
+  workload.description.benchmark = "gpt3";
+  workload.description.schedule = {8192, 8192, 16384};
+  workload.description.schedule.unit = ScheduleUnit::kTokens;
+  workload.description.schedule.units_per_sample = 128;
+  workload.description.target.threshold = 0.72;
+  workload.data.train_samples = 1000;
+  workload.samples_per_step = 16;
+  workload.steps_per_block = 4;
+  workload.metrics = {0.1, 0.2};
+  const std::string text = progress_output(workload, options_);
+  EXPECT_NE(text.find("| 16384 tokens |"), std::string::npos) << text;
+  EXPECT_NE(text.find("eval 0.2000 @16384 tokens"), std::string::npos) << text;
+}
+
 TEST_F(RunnerTest, ProgressLineShowsFractionalEpochsForAnEpochSchedule) {
   ScriptedWorkload workload;
   workload.description.schedule = {1, 1, 2};
@@ -617,6 +634,7 @@ TEST(SchedulePosition, ReadsInTheScheduleUnit) {
   EXPECT_EQ(describe_position(ScheduleUnit::kEpochs, 4), "epoch 4");
   EXPECT_EQ(describe_position(ScheduleUnit::kEpochs, 1.05), "epoch 1.05");
   EXPECT_EQ(describe_position(ScheduleUnit::kSamples, 16000), "16000 samples");
+  EXPECT_EQ(describe_position(ScheduleUnit::kTokens, 1024000), "1024000 tokens");
   EXPECT_EQ(describe_position(ScheduleUnit::kGenerations, 3), "generation 3");
 }
 

@@ -158,15 +158,6 @@ void check_settings(const Config& config, const Settings& preset) {
              std::to_string(preset.max_samples) + ": the run would end before its first evaluation");
 }
 
-// The file the model starts from: --weights, else for a run the preset's init_checkpoint (a relative path is
-// inside the dataset directory, where the MLPerf package keeps it); empty: the seeded initialization.
-std::string starting_weights(const WorkloadSettings& settings, const Settings& preset, TrainerPurpose purpose) {
-  if (!settings.weights.empty()) return settings.weights;
-  if (purpose != TrainerPurpose::kRun || preset.init_checkpoint.empty()) return "";
-  const fs::path checkpoint(preset.init_checkpoint);
-  return (checkpoint.is_absolute() ? checkpoint : fs::path(settings.data_dir) / checkpoint).string();
-}
-
 // The seeded model with the weights it starts from, on the context's device in training mode: the whole model,
 // or under a plan that splits it this rank's part, cut from the same whole model so every split starts alike. The
 // weights come from `generator` (seeded from --seed): LibTorch's default generator is the process's, which the
@@ -176,7 +167,7 @@ BertForPreTraining starting_model(const WorkloadSettings& settings, const Settin
   seed_torch(settings);
   BertForPreTraining model(model_options(preset), BertPartition{});
   model->reset_parameters(generator);
-  const std::string weights = starting_weights(settings, preset, purpose);
+  const std::string weights = starting_weights(settings, preset.init_checkpoint, purpose);
   if (!weights.empty()) load_checkpoint(model, weights);
   if (context.plan.model_parallel()) {
     BertForPreTraining part(model_options(preset), partition_for(preset, context));

@@ -92,11 +92,14 @@ class GptWorkload : public WorkloadBase {
 
   WorkloadDescription describe() const override {
     WorkloadDescription description = base_description("seq");
-    const double interval = static_cast<double>(eval_interval_samples(preset_));
+    // In tokens, as NVIDIA's v3.0 logs count epoch_num and the RCP table counts tokens to converge.
+    const double tokens_per_sample = static_cast<double>(preset_.seq_length);
+    const double interval = static_cast<double>(eval_interval_samples(preset_)) * tokens_per_sample;
     description.schedule.first_block = interval;
     description.schedule.interval = interval;
-    description.schedule.max_epochs = static_cast<double>(preset_.max_samples);
-    description.schedule.unit = ScheduleUnit::kSamples;
+    description.schedule.max_epochs = static_cast<double>(preset_.max_samples) * tokens_per_sample;
+    description.schedule.unit = ScheduleUnit::kTokens;
+    description.schedule.units_per_sample = tokens_per_sample;
     description.hyperparameters = {
         {"global_batch_size", preset_.batch_size},
         {"gradient_accumulation_steps", step_settings_.accumulation_steps},
@@ -155,7 +158,7 @@ class GptWorkload : public WorkloadBase {
     parallel::Communicator& data = trainer_->context().data_parallel();
     const int64_t rows = batch_size / data.world(), length = train_->sample_length();
     loop.begin_block(control);
-    while (static_cast<double>(loop.updates() * batch_size) < block.last_epoch_num()) {
+    while (static_cast<double>(loop.updates() * batch_size * preset_.seq_length) < block.last_epoch_num()) {
       TokenBatch batch = loop.fetch([&] {
         std::vector<int32_t> tokens(static_cast<size_t>(rows * length));
         const int64_t first = loop.updates() * batch_size + data.rank() * rows;
@@ -287,12 +290,17 @@ std::vector<std::string> c4_inputs(const fs::path& c4_path) {
   return inputs;
 }
 
-// `data prepare gpt3 --in C4_PATH`: the C4 files tokenized with the reference's SentencePiece model, where its
-// README puts it (C4_PATH/tokenizers/c4_spm/sentencepiece.model), as run_gpt3.sh reads them.
-void prepare_dataset(const Config&, const std::string& in_dir, const std::string& out_dir) {
-  const fs::path model = fs::path(in_dir) / "tokenizers/c4_spm/sentencepiece.model";
+// `data prepare gpt3 --in C4_PATH [--spm MODEL]`: the C4 files tokenized with the reference's SentencePiece model,
+// `tokenizer_model` or where its README puts it (C4_PATH/tokenizers/c4_spm/sentencepiece.model), as run_gpt3.sh
+// reads them.
+void prepare_dataset(const Config& config, const std::string& in_dir, const std::string& out_dir) {
+  const Settings preset = read_settings<Settings>(config);
+  const bool given = !preset.tokenizer_model.empty();
+  const fs::path model =
+      given ? fs::path(preset.tokenizer_model) : fs::path(in_dir) / "tokenizers/c4_spm/sentencepiece.model";
   if (!fs::is_regular_file(model))
-    fail(model.string(), "is missing: the reference's C4 SentencePiece model (c4_en_301_5Mexp2_spm.model) goes here");
+    fail(given ? config.name() + ": tokenizer_model " + model.string() : model.string(),
+         "is missing: the reference's C4 SentencePiece model (c4_en_301_5Mexp2_spm.model), or pass --spm MODEL");
   for (const auto& file : data::prepare_gpt3_dataset(c4_inputs(in_dir), model.string(), out_dir))
     std::cout << "  " << file.input << " -> " << file.prefix << ": " << file.documents << " documents, " << file.tokens
               << " tokens\n";

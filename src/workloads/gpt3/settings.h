@@ -42,6 +42,7 @@ struct Settings {
   // to the dataset directory.
   std::string train_data, valid_data;
   std::string init_checkpoint;             // a distributed checkpoint directory, relative to the dataset directory
+  std::string tokenizer_model;             // data prepare: empty reads C4_PATH/tokenizers/c4_spm/sentencepiece.model
   std::optional<DatasetSettings> dataset;  // none: the preset trains on the prepared C4
 
   template <typename Visit>
@@ -78,6 +79,7 @@ struct Settings {
     visit("train_data", train_data);
     visit("valid_data", valid_data);
     visit("init_checkpoint", init_checkpoint);
+    visit("tokenizer_model", tokenizer_model);
     visit("dataset", dataset);
   }
 };

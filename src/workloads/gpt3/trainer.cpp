@@ -64,15 +64,6 @@ GptModel starting_model(const Settings& preset, const parallel::ParallelContext&
   return model;
 }
 
-// The checkpoint the model starts from: --weights, else for a run the preset's init_checkpoint (relative to the
-// dataset directory unless absolute); empty: the seeded initialization.
-std::string starting_weights(const WorkloadSettings& settings, const Settings& preset, TrainerPurpose purpose) {
-  if (!settings.weights.empty()) return settings.weights;
-  if (purpose != TrainerPurpose::kRun || preset.init_checkpoint.empty()) return "";
-  const std::filesystem::path checkpoint(preset.init_checkpoint);
-  return (checkpoint.is_absolute() ? checkpoint : std::filesystem::path(settings.data_dir) / checkpoint).string();
-}
-
 parallel::ParallelContext planned_context(const Config& config, const Settings& preset,
                                           const parallel::ParallelContext& context) {
   const parallel::ParallelPlan plan = plan_for(config, preset, context.world_size());
@@ -171,7 +162,7 @@ GptTrainer::GptTrainer(const WorkloadSettings& settings, const parallel::Paralle
       gradients_(planned_.data_parallel(), model_->parameters(), model_->buffers()),
       loop_(config_, context.device, model_->parameters(), &gradients_),
       pipeline_(planned_.pipeline_parallel(), planned_.plan.schedule, planned_.plan.virtual_stages) {
-  const std::string weights = starting_weights(settings, preset_, purpose);
+  const std::string weights = starting_weights(settings, preset_.init_checkpoint, purpose);
   if (!weights.empty()) load_distributed_checkpoint(weights, model_, &optimizer_);
   if (!planned_.plan.model_parallel()) return;
   // A data-parallel replica's rows are counted once, on its first tensor rank of its first stage.
