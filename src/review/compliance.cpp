@@ -80,6 +80,7 @@ class LogChecker {
     for (const auto& [key, rule] : rules_) check_key(rule);
     apply_preset_target();
     check_target();
+    check_clock();
     // A preset trains its own model, so the reference model's tensor list does not apply to it.
     if (tensors_ && review_.preset.empty()) check_tensors(*tensors_);
     extract_results();
@@ -369,6 +370,7 @@ class LogChecker {
       }
     }
     review_.target_reached = reached_at != nullptr;
+    reached_at_ = reached_at;
     review_.best_evaluation = best_evaluation(*target_);
     const std::string status =
         review_.run_stop_status.empty() ? "missing" : "'" + printable(review_.run_stop_status, 40) + "'";
@@ -387,6 +389,41 @@ class LogChecker {
           "the target was reached on line " + std::to_string(reached_at->line) + " but run_stop status is " + status +
               "; the run counts as not converged");
     }
+  }
+
+  // The score is run_stop's time less run_start's, so the clock must run forwards between them: run_stop after
+  // run_start, no line of the timed region dated before run_start, and run_stop no earlier than the evaluation
+  // that reached the target. Published logs are looser than "every line after the one before" (Habana's BERT
+  // writes its evaluations after later blocks and dates run_stop at the passing one; SSD logs from several
+  // threads 1 ms apart), and MiniGo's rules evaluate after training and date run_stop at the passing model's
+  // save; none of the v1.1 or v3.0 logs breaks these three.
+  void check_clock() {
+    const auto run_start = index_.first_position(mllog_keys::kRunStart);
+    if (!run_start) return;
+    const LogEvent& start = index_.at(*run_start);
+    const auto run_stop = index_.first_position(mllog_keys::kRunStop);
+    const size_t end = run_stop.value_or(log_.events.size());
+    const auto dated = [](const LogEvent& event) {
+      return "line " + std::to_string(event.line) + " (time_ms " + std::to_string(std::llround(event.time_ms)) + ")";
+    };
+    if (run_stop && index_.at(*run_stop).time_ms < start.time_ms) {
+      add(Severity::kError, index_.at(*run_stop).line,
+          "run_stop is dated before run_start, " + dated(start) + ": the clock runs backwards");
+      return;
+    }
+    for (size_t position = *run_start + 1; position < end; ++position)
+      if (index_.at(position).time_ms < start.time_ms) {
+        add(Severity::kError, index_.at(position).line,
+            key_name(index_.at(position).key) + " is dated before run_start, " + dated(start) +
+                ": the clock runs backwards inside the timed region");
+        return;
+      }
+    const BenchmarkRules* benchmark = ruleset_.benchmark(index_.first_string(mllog_keys::kSubmissionBenchmark));
+    if (run_stop && reached_at_ && !(benchmark && benchmark->evaluated_after_training) &&
+        index_.at(*run_stop).time_ms < reached_at_->time_ms)
+      add(Severity::kError, index_.at(*run_stop).line,
+          "run_stop is dated before the evaluation that reached the target, " + dated(*reached_at_) +
+              ": the clock stopped before the run converged");
   }
 
   void check_tensors(const TensorSetRule& rule) {
@@ -517,6 +554,7 @@ class LogChecker {
   EventIndex index_;
   std::map<std::string, KeyRule> rules_;
   std::optional<TargetRule> target_;
+  const LogEvent* reached_at_ = nullptr;  // the first metric line that reached the target
   std::optional<TensorSetRule> tensors_;
 };
 

@@ -189,7 +189,10 @@ int positive_int(const json& object, const char* name, const std::string& where)
 const std::string kRulesFile = "rules.json";
 
 BenchmarkRules parse_benchmark(const std::string& name, const json& spec, const std::string& where) {
-  allow_only(spec, {"runs", "drop_each_side", "rcp_table", "convergence", "train_samples_convergence"}, where);
+  allow_only(
+      spec,
+      {"runs", "drop_each_side", "rcp_table", "convergence", "train_samples_convergence", "evaluated_after_training"},
+      where);
   BenchmarkRules rules;
   rules.name = name;
   rules.runs = positive_int(spec, "runs", where);
@@ -200,6 +203,7 @@ BenchmarkRules parse_benchmark(const std::string& name, const json& spec, const 
   if (rules.convergence != mllog_keys::kEpochNum && rules.convergence != mllog_keys::kTrainSamples)
     fail(where + ".convergence", "must be \"epoch_num\" or \"train_samples\"");
   rules.train_samples_convergence = bool_field(spec, "train_samples_convergence", where);
+  rules.evaluated_after_training = bool_field(spec, "evaluated_after_training", where);
   return rules;
 }
 

@@ -77,6 +77,9 @@ struct BenchmarkRules {
   // What the RCP checker reads by default: "epoch_num" or "train_samples".
   std::string convergence = mllog_keys::kEpochNum;
   bool train_samples_convergence = false;  // --bert-train-samples switches it to the logged train_samples
+  // The rules evaluate saved models after training and date run_stop at the passing one's save (MiniGo), so
+  // run_stop may precede the evaluation lines.
+  bool evaluated_after_training = false;
 };
 
 // How a trainbench preset log names its preset and its own target.

@@ -49,7 +49,9 @@ std::vector<std::string> result_logs_under(const std::string& path) {
   for (; !error && it != end; it.increment(error)) {
     if (it.depth() > 8) it.disable_recursion_pending();
     std::error_code type_error;
-    if (it->is_regular_file(type_error) && is_result_log(it->path())) logs.push_back(it->path().string());
+    // Links are not followed, as the review itself does not follow them (submission.cpp).
+    if (!it->is_symlink(type_error) && it->is_regular_file(type_error) && is_result_log(it->path()))
+      logs.push_back(it->path().string());
   }
   std::sort(logs.begin(), logs.end());
   return logs;

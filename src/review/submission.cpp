@@ -31,10 +31,24 @@ std::string join(const fs::path& folder, const std::string& name) { return (fold
 
 std::string file_name(const std::string& path) { return fs::path(path).filename().string(); }
 
-std::vector<fs::directory_entry> sorted_entries(const fs::path& folder) {
+// Review reads what is inside the tree it was given: a symbolic link there (`results/etc -> /etc`, a
+// `result_5.txt -> /etc/passwd`) is not followed, and the finding says so.
+Finding symlink_skipped(const fs::path& path) {
+  return {Severity::kWarning, path.string(), 0,
+          "a symbolic link; not followed (review reads only the tree it is given)"};
+}
+
+// The folder's entries in name order, symbolic links left out with a finding each.
+std::vector<fs::directory_entry> sorted_entries(const fs::path& folder, std::vector<Finding>& findings) {
   std::vector<fs::directory_entry> entries;
   std::error_code error;
-  for (const auto& entry : fs::directory_iterator(folder, error)) entries.push_back(entry);
+  for (const auto& entry : fs::directory_iterator(folder, error)) {
+    std::error_code link_error;
+    if (entry.is_symlink(link_error))
+      findings.push_back(symlink_skipped(entry.path()));
+    else
+      entries.push_back(entry);
+  }
   std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.path() < b.path(); });
   return entries;
 }
@@ -49,7 +63,7 @@ std::string string_field(const nlohmann::json& object, const char* field) {
 std::vector<RunReview> review_run_files(const fs::path& folder, const Ruleset& ruleset, const LogCheckOptions& options,
                                         std::vector<Finding>& findings, bool report_other_files) {
   std::vector<std::pair<long, std::string>> files;
-  for (const auto& entry : sorted_entries(folder)) {
+  for (const auto& entry : sorted_entries(folder, findings)) {
     const std::string name = entry.path().filename().string();
     const long number = run_number(name);
     std::error_code error;
@@ -236,7 +250,7 @@ std::string fixed_text(double value, int decimals) {
 std::optional<double> read_scaling_factor(const BenchmarkReview& review, const std::string& file) {
   const fs::path path = fs::path(review.directory) / file;
   std::error_code error;
-  if (!fs::is_regular_file(path, error)) return std::nullopt;
+  if (fs::symlink_status(path, error).type() != fs::file_type::regular) return std::nullopt;
   nlohmann::json contents;
   try {
     const std::string text = read_file(path.string());
@@ -288,7 +302,12 @@ void review_package(SubmissionReview& review, const fs::path& root, const Rulese
                     const ReviewOptions& options) {
   review.package_layout = true;
   std::map<std::string, SystemReview> systems;
-  for (const auto& entry : sorted_entries(root / "systems")) {
+  for (const fs::path folder : {root / "systems", root / "results"})
+    if (fs::is_symlink(folder)) review.findings.push_back(symlink_skipped(folder));
+  const auto inside = [&](const fs::path& folder) {
+    return fs::is_symlink(folder) ? std::vector<fs::directory_entry>{} : sorted_entries(folder, review.findings);
+  };
+  for (const auto& entry : inside(root / "systems")) {
     const std::string name = entry.path().filename().string();
     std::error_code error;
     if (entry.path().extension() != ".json" || !entry.is_regular_file(error)) {
@@ -303,7 +322,7 @@ void review_package(SubmissionReview& review, const fs::path& root, const Rulese
   }
   std::set<std::string> benchmarks_with_results;
   bool any_results = false;
-  for (const auto& system_entry : sorted_entries(root / "results")) {
+  for (const auto& system_entry : inside(root / "results")) {
     std::error_code error;
     if (!system_entry.is_directory(error)) {
       review.findings.push_back({Severity::kWarning, system_entry.path().string(), 0, "not a system folder; ignored"});
@@ -317,7 +336,7 @@ void review_package(SubmissionReview& review, const fs::path& root, const Rulese
           {Severity::kError, system_entry.path().string(), 0, "no systems/" + name + ".json describes this system"});
     const std::string division = string_field(system.description, "division");
     const std::string submitter = string_field(system.description, "submitter");
-    for (const auto& benchmark_entry : sorted_entries(system_entry.path())) {
+    for (const auto& benchmark_entry : sorted_entries(system_entry.path(), system.findings)) {
       const std::string benchmark = benchmark_entry.path().filename().string();
       if (!benchmark_entry.is_directory(error)) {
         system.findings.push_back(
@@ -391,8 +410,11 @@ void review_loose_results(SubmissionReview& review, const fs::path& root, const 
   for (; !error && it != end; it.increment(error)) {
     if (it.depth() > 6) it.disable_recursion_pending();
     std::error_code type_error;
-    if (it->is_regular_file(type_error) && run_number(it->path().filename().string()) >= 0)
+    if (it->is_symlink(type_error)) {
+      if (run_number(it->path().filename().string()) >= 0) review.findings.push_back(symlink_skipped(it->path()));
+    } else if (it->is_regular_file(type_error) && run_number(it->path().filename().string()) >= 0) {
       folders.insert(it->path().parent_path());
+    }
   }
   if (folders.empty()) fail(root.string(), "no results/ folder and no result_<N>.txt logs below it");
   review.findings.push_back(

@@ -88,6 +88,39 @@ TEST(Compliance, TimeSplitIsReadAndChangesNoVerdict) {
   EXPECT_TRUE(without.time_split.empty());
 }
 
+// Issue 45: a log whose clock runs backwards is no measurement. run_stop before run_start once scored VALID at
+// -1.033 minutes; a run_stop dated before the passing evaluation scored less than the run took.
+std::string with_time(std::string log, int line, const std::string& time_ms) {
+  size_t begin = 0;
+  for (int i = 1; i < line; ++i) begin = log.find('\n', begin) + 1;
+  const size_t field = log.find("\"time_ms\": ", begin) + 11;
+  return log.replace(field, log.find(',', field) - field, time_ms);
+}
+
+TEST(Compliance, AClockThatRunsBackwardsIsInvalidWithTheReason) {
+  const std::string good = testing::read_text(testing::test_path("logs/good_resnet_lars.txt"));
+  const auto review_of = [](const std::string& log) {
+    return review_log(parse_log_text(log, "resnet.txt"), testing::ruleset_1_1());
+  };
+  ASSERT_TRUE(review_of(good).compliant()) << testing::dump(review_of(good).findings);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {with_time(good, 38, "60000"),
+       "run_stop is dated before run_start, line 25 (time_ms 62001): the clock runs backwards"},
+      {with_time(good, 31, "50000"), "'eval_accuracy' is dated before run_start, line 25 (time_ms 62001)"},
+      {with_time(good, 38, "1000000"),
+       "run_stop is dated before the evaluation that reached the target, line 36 (time_ms 1862501)"}};
+  for (const auto& [log, reason] : cases) {
+    const RunReview review = review_of(log);
+    EXPECT_FALSE(review.compliant()) << reason;
+    EXPECT_NE(testing::find_finding(review.findings, Severity::kError, reason), nullptr)
+        << testing::dump(review.findings);
+  }
+  // MiniGo's rules date run_stop at the passing model's save and evaluate after training.
+  const std::string minigo = with_time(minigo_log(""), 31, "100000");
+  const RunReview saved_earlier = review_log(parse_log_text(minigo, "minigo.txt"), testing::ruleset_1_1());
+  EXPECT_TRUE(saved_earlier.compliant()) << testing::dump(saved_earlier.findings);
+}
+
 // MiniGo's 8192 games per generation are the reference's size; a trainbench preset plays fewer, and only
 // the reference configuration is held to the number.
 TEST(Compliance, PresetScaledValuesAreCheckedForTheReferenceConfigurationOnly) {

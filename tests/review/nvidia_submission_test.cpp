@@ -113,6 +113,24 @@ TEST_F(NvidiaSubmission, MissingRunMakesTheBenchmarkInvalid) {
   EXPECT_NE(benchmark(review, "bert").verdict(), Verdict::kInvalid);
 }
 
+// Issue 45: review reads only the tree it is given. A system folder linked to /etc and a result log linked to a
+// file elsewhere are skipped with a finding each, not listed or parsed: the missing run makes resnet invalid.
+TEST_F(NvidiaSubmission, SymbolicLinksOutOfTheTreeAreNotFollowed) {
+  const std::string root = copy();
+  const std::string resnet_folder = root + "/results/dgxa100_ngc21.09_mxnet/resnet";
+  fs::rename(resnet_folder + "/result_4.txt", scratch_ / "elsewhere.txt");
+  fs::create_symlink(scratch_ / "elsewhere.txt", resnet_folder + "/result_4.txt");
+  fs::create_directory_symlink("/etc", root + "/results/etc");
+  const SubmissionReview review = review_submission(root, testing::ruleset_1_1());
+  const std::string findings = all_findings(review);
+  EXPECT_EQ(findings.find("passwd"), std::string::npos) << findings;
+  EXPECT_NE(find_finding(review.findings, Severity::kWarning, "a symbolic link; not followed"), nullptr) << findings;
+  const BenchmarkReview& resnet = benchmark(review, "resnet");
+  EXPECT_NE(find_finding(resnet.findings, Severity::kError, "resnet needs 5 runs; found 4"), nullptr) << findings;
+  EXPECT_NE(findings.find(resnet_folder + "/result_4.txt: warning: a symbolic link; not followed"), std::string::npos)
+      << findings;
+}
+
 // The v1.1 seed checker: the same seed logged from the same source line by two runs is an error.
 TEST_F(NvidiaSubmission, RepeatedSeedIsAnError) {
   const std::string root = copy();
