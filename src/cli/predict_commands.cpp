@@ -1,13 +1,19 @@
 // `trainbench predict` and `trainbench predict-check`: thin glue over src/predict (torch-free). predict takes
 // a calibration (published result logs or a `bench --json`), links (given, from `probe comm --json`, or the
 // system description beside the logs) and prints the predicted minutes with their parts; predict-check
-// runs the model against a submission's own multi-node results.
+// runs the model against a submission's own multi-node results. `predict gpt3` is the 3-D model
+// (predict/three_d.h): one tensor × pipeline × data layout, the search over layouts, or that search per link speed.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "predict/calibrate.h"
 #include "predict/measurements.h"
+#include "predict/three_d.h"
 #include "predict/validation.h"
 #include "probes/storage_probe.h"
 #include "review/ruleset.h"
@@ -77,6 +83,55 @@ struct ExchangeFlags {
   }
 };
 
+// The 3-D model of a GPT-style model (predict/three_d.h): a layout, or the search over layouts.
+struct ThreeDFlags {
+  int tensor = 0, pipeline = 0, micro_batch = 1, interleave = 1;
+  std::string calibration_layout, sweep, published;
+  int bench_layers = 0;
+  double global_batch = 0, device_memory_gib = 0, switch_latency_us = 0;
+  bool in_network = false, distributed_optimizer = false, plan = false;
+
+  void add_to(CLI::App* command) {
+    command->add_option("--tensor-parallel", tensor, "gpt3: tensor-parallel size T")->check(whole_number(1, 1 << 20));
+    command->add_option("--pipeline-parallel", pipeline, "gpt3: pipeline stages P")->check(whole_number(1, 1 << 20));
+    command->add_option("--micro-batch", micro_batch, "gpt3: sequences per micro-batch")
+        ->capture_default_str()
+        ->check(whole_number(1, 1 << 20));
+    command->add_option("--interleave", interleave, "gpt3: model chunks per pipeline rank (interleaved 1F1B's v)")
+        ->capture_default_str()
+        ->check(whole_number(1, 1 << 20));
+    command->add_option("--calibration-layout", calibration_layout,
+                        "gpt3 with --calibrate: the published run's layout, e.g. tp=4,pp=8,v=12,b=1");
+    command->add_option("--bench-layers", bench_layers, "gpt3 with --bench: the layers the bench ran")
+        ->check(whole_number(1, 1 << 20));
+    command->add_option("--global-batch", global_batch, "gpt3: sequences per step (default: the calibration's)")
+        ->check(whole_number(1, 1 << 24));
+    command->add_option("--device-memory-gib", device_memory_gib, "gpt3: memory of one device, GiB")
+        ->check(number_above(0));
+    command->add_flag("--in-network", in_network,
+                      "gpt3: the data-parallel all-reduce is summed in the switches (SHARP): each device sends and "
+                      "receives its shard once");
+    command->add_option("--switch-latency-us", switch_latency_us, "gpt3 with --in-network: the switches' latency")
+        ->check(number_at_least(0));
+    command->add_flag("--distributed-optimizer", distributed_optimizer,
+                      "gpt3: the fp32 master weights and Adam's state are sharded over the data-parallel ranks");
+    command
+        ->add_option("--published", published,
+                     "gpt3: the published results of the predicted configuration (a results/<system>/gpt3/ "
+                     "folder): their olympic score, as review scores it, and the prediction's error")
+        ->check(CLI::ExistingPath);
+    command->add_flag("--plan", plan, "gpt3: search every layout that divides the model and batch and fits");
+    command->add_option("--sweep", sweep,
+                        "gpt3: the search at each inter-node bandwidth, e.g. inter-bandwidth=25,50,100");
+  }
+
+  bool given() const {
+    return tensor > 0 || pipeline > 0 || micro_batch != 1 || interleave != 1 || !calibration_layout.empty() ||
+           !sweep.empty() || !published.empty() || bench_layers > 0 || global_batch > 0 || device_memory_gib > 0 ||
+           switch_latency_us > 0 || in_network || distributed_optimizer || plan;
+  }
+};
+
 struct PredictFlags {
   std::string benchmark;
   int nodes = 1;
@@ -91,13 +146,159 @@ struct PredictFlags {
   std::string ruleset = "1.1.0";
   LinkFlags intra, inter;
   ExchangeFlags exchange;
+  ThreeDFlags three_d;
   bool json = false;
 };
+
+// "inter-bandwidth=25,50,100": the inter-node bandwidths in GB/s.
+std::vector<double> sweep_bandwidths(const std::string& sweep) {
+  const std::string prefix = "inter-bandwidth=";
+  if (sweep.rfind(prefix, 0) != 0) fail("--sweep", "expected inter-bandwidth=GB/s,GB/s,..., got '" + sweep + "'");
+  std::vector<double> values;
+  std::stringstream list(sweep.substr(prefix.size()));
+  for (std::string item; std::getline(list, item, ',');) {
+    size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(item, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != item.size() || !std::isfinite(value) || !(value > 0))
+      fail("--sweep", "'" + item + "' is not a bandwidth above 0 GB/s");
+    values.push_back(value);
+  }
+  if (values.empty()) fail("--sweep", "lists no bandwidth");
+  return values;
+}
+
+predict::DeviceCalibration three_d_calibration(const PredictFlags& flags, const review::Ruleset& ruleset,
+                                               const predict::ModelRun& model) {
+  if (flags.bench_json.empty()) {
+    if (flags.three_d.calibration_layout.empty())
+      fail("--calibration-layout", "give the published run's layout with --calibrate, e.g. tp=4,pp=8,v=12,b=1");
+    const predict::Calibration logs = predict::calibrate_from_logs(flags.calibrate, ruleset);
+    if (logs.benchmark != flags.benchmark) fail("predict", "the calibration is " + logs.benchmark + ", not gpt3");
+    predict::Cluster cluster;
+    cluster.nodes = logs.nodes;
+    cluster.devices_per_node = logs.devices_per_node;
+    cluster.intra = flags.intra.resolve(logs.intra);
+    cluster.inter = flags.inter.resolve(logs.inter);
+    predict::ModelRun at_calibration = model;
+    at_calibration.global_batch = logs.global_batch;
+    return predict::calibrate_from_run(
+        logs, at_calibration, predict::parse_layout(flags.three_d.calibration_layout, "--calibration-layout"), cluster);
+  }
+  if (flags.three_d.bench_layers < 1) fail("--bench-layers", "give the layers the bench ran with --bench");
+  const predict::Calibration bench = predict::calibration_from_bench_json(flags.bench_json.front());
+  if (bench.benchmark != flags.benchmark) fail("predict", "the calibration is " + bench.benchmark + ", not gpt3");
+  return predict::calibrate_from_bench(bench, model.shape, flags.three_d.bench_layers);
+}
+
+nlohmann::ordered_json to_json(const predict::DeviceCalibration& calibration) {
+  return {{"source", calibration.source},
+          {"flops_per_second_per_device", calibration.flops_per_second},
+          {"step_seconds", calibration.step_seconds},
+          {"step_parts", predict::to_json(calibration.parts)},
+          {"run", predict::to_json(calibration.run)}};
+}
+
+// The search at each inter-node bandwidth: the best layout, and the best whose tensor group leaves the node.
+void print_sweep(const PredictFlags& flags, const predict::DeviceCalibration& calibration,
+                 const predict::ModelRun& model, predict::Cluster cluster, const review::RcpTable& rcp) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  std::string table =
+      "| inter-node GB/s per node | best layout | minutes | best with tp > devices per node | minutes |\n"
+      "|---:|---|---:|---|---:|\n";
+  for (double bandwidth : sweep_bandwidths(flags.three_d.sweep)) {
+    cluster.inter.bytes_per_second = bandwidth * 1e9;
+    const auto found = predict::search_layouts(calibration, model, cluster, rcp);
+    if (found.empty()) fail("--device-memory-gib", "no layout fits at " + std::to_string(bandwidth) + " GB/s");
+    const auto across = std::find_if(found.begin(), found.end(), [&](const predict::ThreeDPrediction& p) {
+      return p.cost.layout.tensor > cluster.devices_per_node;
+    });
+    const std::string across_layout = across == found.end() ? "none fits" : across->cost.layout.describe();
+    const double across_minutes = across == found.end() ? 0 : across->minutes;
+    rows.push_back({{"inter_bandwidth_gb_per_s", bandwidth},
+                    {"best", predict::to_json(found.front())},
+                    {"best_with_tensor_across_nodes", across == found.end() ? nullptr : predict::to_json(*across)}});
+    char line[256];
+    std::snprintf(line, sizeof line, "| %g | %s dp=%d | %.2f | %s | %.2f |\n", bandwidth,
+                  found.front().cost.layout.describe().c_str(), found.front().cost.data, found.front().minutes,
+                  across_layout.c_str(), across_minutes);
+    table += line;
+  }
+  std::cout << (flags.json ? json_text(rows) : table);
+}
+
+void print_plan(const PredictFlags& flags, const predict::DeviceCalibration& calibration,
+                const predict::ModelRun& model, const predict::Cluster& cluster, const review::RcpTable& rcp) {
+  const auto found = predict::search_layouts(calibration, model, cluster, rcp);
+  if (found.empty()) fail("--device-memory-gib", "no layout of the model fits the devices");
+  const size_t shown = std::min<size_t>(found.size(), 6);
+  if (flags.json) {
+    nlohmann::ordered_json out = {{"best", predict::to_json(found.front())}, {"runners_up", nlohmann::json::array()}};
+    for (size_t i = 1; i < shown; ++i) out["runners_up"].push_back(predict::to_json(found[i]));
+    out["layouts_that_fit"] = found.size();
+    out["calibration"] = to_json(calibration);
+    std::cout << json_text(out);
+    return;
+  }
+  std::cout << "best of " << found.size() << " layouts that fit: " << predict::format_three_d_text(found.front());
+  for (size_t i = 1; i < shown; ++i) std::cout << "  runner-up: " << predict::format_three_d_text(found[i]);
+}
+
+void predict_three_d(const PredictFlags& flags, const review::Ruleset& ruleset) {
+  if (flags.calibrate.empty() == flags.bench_json.empty())
+    fail("predict", "give one calibration: --calibrate PATH (result logs) or --bench FILE (bench --json)");
+  const ThreeDFlags& three_d = flags.three_d;
+  predict::ModelRun model;
+  model.shape = predict::gpt3_175b_shape();
+  model.distributed_optimizer = three_d.distributed_optimizer;
+  const predict::DeviceCalibration calibration = three_d_calibration(flags, ruleset, model);
+  model.global_batch = three_d.global_batch > 0 ? three_d.global_batch : calibration.run.global_batch;
+  predict::Cluster cluster;
+  cluster.nodes = flags.nodes;
+  cluster.devices_per_node = flags.devices_per_node;
+  cluster.intra = flags.intra.resolve(calibration.run.intra);
+  cluster.inter = flags.inter.resolve(calibration.run.inter);
+  cluster.in_network = three_d.in_network;
+  cluster.switch_latency_seconds = three_d.switch_latency_us * 1e-6;
+  if (!(three_d.device_memory_gib > 0)) fail("--device-memory-gib", "give the memory of one device (e.g. 80)");
+  cluster.device_memory_bytes = three_d.device_memory_gib * 1024 * 1024 * 1024;
+  const review::RcpTable rcp = predict::rcp_table_for(ruleset, flags.benchmark);
+  if (!three_d.published.empty() && (three_d.plan || !three_d.sweep.empty()))
+    fail("--published", "compares one layout's prediction with its results: give it without --plan and --sweep");
+  if (!three_d.sweep.empty()) return print_sweep(flags, calibration, model, cluster, rcp);
+  if (three_d.plan) return print_plan(flags, calibration, model, cluster, rcp);
+  if (three_d.tensor < 1 || three_d.pipeline < 1)
+    fail("--tensor-parallel", "give the layout (--tensor-parallel and --pipeline-parallel) or --plan");
+  const predict::Layout layout{three_d.tensor, three_d.pipeline, three_d.interleave, three_d.micro_batch};
+  const predict::ThreeDPrediction prediction = predict::predict_three_d(calibration, model, cluster, layout, rcp);
+  nlohmann::ordered_json out = predict::to_json(prediction);
+  std::string text = predict::format_three_d_text(prediction);
+  if (!three_d.published.empty()) {
+    const predict::Calibration published = predict::calibrate_from_logs(three_d.published, ruleset);
+    const double minutes = published.published_minutes.value_or(0);
+    if (!(minutes > 0)) fail(three_d.published, "has no olympic score to compare with");
+    const double error = prediction.minutes / minutes - 1;
+    out["published_minutes"] = minutes;
+    out["error"] = error;
+    char line[160];
+    std::snprintf(line, sizeof line, "  published: %.3f minutes (the olympic score of %d runs), error %+.1f%%\n",
+                  minutes, published.runs, 100 * error);
+    text += line;
+  }
+  out["calibration"] = to_json(calibration);
+  std::cout << (flags.json ? json_text(out) : text);
+}
 
 void add_predict(CLI::App& app) {
   auto flags = std::make_shared<PredictFlags>();
   CLI::App* command = app.add_subcommand("predict", "Predict time-to-train at N nodes from a calibration (docs/predict.md)");
-  command->add_option("benchmark", flags->benchmark, "Benchmark (resnet, bert, ssd, maskrcnn, rnnt, unet3d, dlrm, minigo)")
+  command
+      ->add_option("benchmark", flags->benchmark,
+                   "Benchmark (resnet, bert, ssd, maskrcnn, rnnt, unet3d, dlrm, minigo; gpt3 under a tensor x pipeline "
+                   "x data layout)")
       ->required();
   command->add_option("--nodes", flags->nodes, "Nodes")->required()->check(whole_number(1, 1 << 20));
   command->add_option("--devices-per-node", flags->devices_per_node, "Devices (ranks) per node")
@@ -132,8 +333,14 @@ void add_predict(CLI::App& app) {
   flags->intra.add_to(command, "intra", "intra-node");
   flags->inter.add_to(command, "inter", "inter-node");
   flags->exchange.add_to(command);
+  flags->three_d.add_to(command);
   command->add_flag("--json", flags->json, "Print the prediction as JSON ({\"minutes\", \"parts\", ...})");
-  command->callback([flags] {
+  command->callback([flags, command] {
+    if (flags->benchmark == "gpt3") {
+      // GPT-3 is a round-3.0 benchmark: its RCPs are that ruleset's.
+      return predict_three_d(*flags, review::load_ruleset(command->count("--ruleset") ? flags->ruleset : "3.0.0"));
+    }
+    if (flags->three_d.given()) fail("--tensor-parallel", "3-D layouts are modelled for gpt3 only");
     if (flags->calibrate.empty() == flags->bench_json.empty())
       fail("predict", "give one calibration: --calibrate PATH (result logs) or --bench FILE (bench --json)");
     const review::Ruleset ruleset = review::load_ruleset(flags->ruleset);

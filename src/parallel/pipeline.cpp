@@ -93,10 +93,6 @@ std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int stag
                                 [&](Kind kind, int k) { return interleaved_pass(kind, k, stages, chunks); });
 }
 
-double pipeline_bubble_fraction(int stages, int micro_batches, int chunks) {
-  return static_cast<double>(stages - 1) / (static_cast<double>(chunks) * micro_batches);
-}
-
 namespace {
 
 // Runs every rank's action list on an ideal machine: an action starts when its rank is free and its inputs are

@@ -18,6 +18,7 @@
 
 #include "parallel/communicator.h"
 #include "parallel/plan.h"
+#include "parallel/transformer_cost.h"  // pipeline_bubble_fraction
 
 namespace trainbench::parallel {
 
@@ -43,10 +44,6 @@ struct PipelineAction {
 // GPipe and 1F1B need chunks == 1; interleaved needs m to be a multiple of `stages`. Throws Error otherwise.
 std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int stages, int stage, int micro_batches,
                                              int chunks);
-
-// Megatron's bubble: the time the ranks are idle at the start and end of a step over the time they compute,
-// (p − 1) / (v · m). It is a share of the ideal (bubble-free) time, not of the step's.
-double pipeline_bubble_fraction(int stages, int micro_batches, int chunks);
 
 // A step's timeline on an ideal machine: each action starts as soon as its rank is free and its input has
 // arrived (sends take no time). `forward_time` and `backward_time` are one micro-batch's pass through all of a

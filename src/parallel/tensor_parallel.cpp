@@ -189,14 +189,6 @@ torch::Tensor gather_shards(const torch::Tensor& local, int64_t dim, Communicato
   return gather_along(local.detach(), dim, group);
 }
 
-int64_t padded_vocab_size(int64_t vocab, int64_t divisible_by, int tensor_parallel) {
-  if (vocab < 1 || divisible_by < 1 || tensor_parallel < 1)
-    fail("padded_vocab_size", "vocabulary " + std::to_string(vocab) + ", multiple " + std::to_string(divisible_by) +
-                                  " and tensor-parallel size " + std::to_string(tensor_parallel) + " must be positive");
-  const int64_t multiple = divisible_by * tensor_parallel;
-  return (vocab + multiple - 1) / multiple * multiple;
-}
-
 // ---- ColumnParallelLinear ----
 
 ColumnParallelLinearImpl::ColumnParallelLinearImpl(const ColumnParallelLinearOptions& options, Communicator& group)

@@ -21,6 +21,7 @@
 #include <torch/types.h>
 
 #include "parallel/communicator.h"
+#include "parallel/transformer_cost.h"  // padded_vocab_size
 
 namespace trainbench::parallel {
 
@@ -55,11 +56,6 @@ torch::Tensor reduce_scatter_to_sequence_parallel(const torch::Tensor& input, Co
 torch::Tensor shard_of(const torch::Tensor& full, int64_t dim, int rank, int parts);
 // The whole tensor from every rank's `local` shard along `dim`, on every rank (an all-gather).
 torch::Tensor gather_shards(const torch::Tensor& local, int64_t dim, Communicator& group);
-
-// Megatron's padded vocabulary (_vocab_size_with_padding): `vocab` rounded up to a multiple of
-// divisible_by × tensor_parallel, so the embedding and the logits split evenly; GPT-3's 50257 tokens with 128
-// and T = 8 make 51200. Throws Error for sizes that are not positive.
-int64_t padded_vocab_size(int64_t vocab, int64_t divisible_by, int tensor_parallel);
 
 // ---- Layers ----
 // Each draws its default weights whole, as the unsplit torch::nn layer draws them from the default generator,

@@ -9,12 +9,6 @@ namespace trainbench::predict {
 
 namespace {
 
-std::string number(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
-}
-
 double exchange_seconds(const ScaleOut& scale_out, int nodes, int devices_per_node, double per_device_batch,
                         const Link& intra, const Link& inter) {
   const double all_reduce = hierarchical_all_reduce_seconds(scale_out.gradient_bytes, nodes, devices_per_node, intra, inter);
@@ -31,6 +25,12 @@ Link known_or(const Link& link, const Link& fallback) {
 }
 
 }  // namespace
+
+std::string format_decimals(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
 
 double rcp_mean_units(const review::RcpTable& table, double batch) {
   const auto& points = table.points;
@@ -74,23 +74,25 @@ Prediction predict_time_to_train(const Calibration& calibration, const ScaleOut&
     const double at_new = rcp_mean_units(*rcp, prediction.global_batch);
     const double at_calibration = rcp_mean_units(*rcp, calibration.global_batch);
     prediction.units = *calibration.units_to_converge * at_new / at_calibration;
-    prediction.units_source = "calibration " + number(*calibration.units_to_converge, 2) + " x RCP mean " +
-                              number(at_new, 2) + " at batch " + number(prediction.global_batch, 0) + " / " +
-                              number(at_calibration, 2) + " at batch " + number(calibration.global_batch, 0);
+    prediction.units_source = "calibration " + format_decimals(*calibration.units_to_converge, 2) + " x RCP mean " +
+                              format_decimals(at_new, 2) + " at batch " + format_decimals(prediction.global_batch, 0) +
+                              " / " + format_decimals(at_calibration, 2) + " at batch " +
+                              format_decimals(calibration.global_batch, 0);
   } else if (calibration.units_to_converge) {
     prediction.units = *calibration.units_to_converge;
     prediction.units_source = "calibration (no RCP table: the units do not grow with the batch)";
     prediction.notes.push_back("no RCP table for " + calibration.benchmark + ": units to converge kept at the calibration's");
   } else if (has_rcp) {
     prediction.units = rcp_mean_units(*rcp, prediction.global_batch);
-    prediction.units_source = "RCP mean at batch " + number(prediction.global_batch, 0);
+    prediction.units_source = "RCP mean at batch " + format_decimals(prediction.global_batch, 0);
   } else {
     fail(where, "neither the calibration nor an RCP table says how long " + calibration.benchmark +
                     " takes to converge: give the units to converge (--converge-at)");
   }
   if (has_rcp && !scale_out.units_to_converge && prediction.global_batch > rcp->points.back().batch_size)
-    prediction.notes.push_back("batch " + number(prediction.global_batch, 0) + " is above every RCP (largest " +
-                               number(rcp->points.back().batch_size, 0) + "): the RCP mean is extrapolated");
+    prediction.notes.push_back("batch " + format_decimals(prediction.global_batch, 0) +
+                               " is above every RCP (largest " + format_decimals(rcp->points.back().batch_size, 0) +
+                               "): the RCP mean is extrapolated");
   if (!(calibration.samples_per_unit > 0))
     fail(where, "the calibration does not say how many samples an epoch holds (--samples-per-epoch)");
   prediction.steps = std::ceil(prediction.units * calibration.samples_per_unit / prediction.global_batch);
@@ -105,9 +107,11 @@ Prediction predict_time_to_train(const Calibration& calibration, const ScaleOut&
   if (calibration_exchange > scale_out.overlap * calibration_step && scale_out.overlap < 1)
     calibration_compute = (calibration_step - calibration_exchange) / (1 - scale_out.overlap);
   if (!(calibration_compute > scale_out.step_overhead_seconds))
-    fail(where, "the calibration's step (" + number(calibration_step * 1e3, 3) + " ms) leaves no compute after its "
-                "modelled gradient exchange (" + number(calibration_exchange * 1e3, 3) + " ms) and step overhead (" +
-                number(scale_out.step_overhead_seconds * 1e3, 3) + " ms)");
+    fail(where, "the calibration's step (" + format_decimals(calibration_step * 1e3, 3) +
+                    " ms) leaves no compute after its "
+                    "modelled gradient exchange (" +
+                    format_decimals(calibration_exchange * 1e3, 3) + " ms) and step overhead (" +
+                    format_decimals(scale_out.step_overhead_seconds * 1e3, 3) + " ms)");
   const double seconds_per_sample = (calibration_compute - scale_out.step_overhead_seconds) / calibration.per_device_batch();
   prediction.compute_seconds_per_step = scale_out.step_overhead_seconds + seconds_per_sample * scale_out.per_device_batch;
 
@@ -193,21 +197,27 @@ nlohmann::ordered_json to_json(const Calibration& calibration) {
 std::string format_prediction_text(const Prediction& prediction) {
   std::string out = prediction.benchmark + " on " + std::to_string(prediction.nodes) + " node(s) x " +
                     std::to_string(prediction.devices_per_node) + " device(s), per-device batch " +
-                    number(prediction.per_device_batch, 2) + " (global " + number(prediction.global_batch, 0) + "): " +
-                    number(prediction.minutes, 3) + " minutes\n";
+                    format_decimals(prediction.per_device_batch, 2) + " (global " +
+                    format_decimals(prediction.global_batch, 0) + "): " + format_decimals(prediction.minutes, 3) +
+                    " minutes\n";
   const auto part = [&](const char* name, double seconds, const std::string& how) {
-    out += std::string("  ") + name + std::string(22 - std::string(name).size(), ' ') + number(seconds, 1) + " s  " + how + "\n";
+    out += std::string("  ") + name + std::string(22 - std::string(name).size(), ' ') + format_decimals(seconds, 1) +
+           " s  " + how + "\n";
   };
   part("fixed", prediction.fixed_seconds, "run_start to the first step, as calibrated");
   part("training compute", prediction.compute_seconds,
-       number(prediction.steps, 0) + " steps x " + number(prediction.compute_seconds_per_step * 1e3, 3) + " ms");
+       format_decimals(prediction.steps, 0) + " steps x " +
+           format_decimals(prediction.compute_seconds_per_step * 1e3, 3) + " ms");
   part("gradient exchange", prediction.exchange_seconds,
-       "exposed " + number(prediction.exposed_exchange_seconds_per_step * 1e3, 3) + " ms of " +
-           number(prediction.exchange_seconds_per_step * 1e3, 3) + " ms per step");
-  part("input wait", prediction.input_wait_seconds, number(prediction.input_wait_seconds_per_step * 1e3, 3) + " ms per step");
+       "exposed " + format_decimals(prediction.exposed_exchange_seconds_per_step * 1e3, 3) + " ms of " +
+           format_decimals(prediction.exchange_seconds_per_step * 1e3, 3) + " ms per step");
+  part("input wait", prediction.input_wait_seconds,
+       format_decimals(prediction.input_wait_seconds_per_step * 1e3, 3) + " ms per step");
   part("evaluation", prediction.evaluation_seconds,
-       number(prediction.evaluations, 1) + " x " + number(prediction.seconds_per_evaluation, 3) + " s");
-  out += "  converges at " + number(prediction.units, 2) + " " + prediction.unit + " (" + prediction.units_source + ")\n";
+       format_decimals(prediction.evaluations, 1) + " x " + format_decimals(prediction.seconds_per_evaluation, 3) +
+           " s");
+  out += "  converges at " + format_decimals(prediction.units, 2) + " " + prediction.unit + " (" +
+         prediction.units_source + ")\n";
   for (const auto& note : prediction.notes) out += "  note: " + note + "\n";
   return out;
 }

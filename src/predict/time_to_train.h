@@ -79,6 +79,9 @@ struct Prediction {
   std::vector<std::string> notes;
 };
 
+// `value` with `decimals` digits after the point, as the predictions print their numbers.
+std::string format_decimals(double value, int decimals);
+
 // The mean units to converge at `batch` in an RCP table: the point's mean, linear between neighbours,
 // the smallest point's below them all and the last two points' line above them all.
 double rcp_mean_units(const review::RcpTable& table, double batch);

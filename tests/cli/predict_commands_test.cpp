@@ -2,6 +2,9 @@
 // from a `bench --json` file, and from NVIDIA's published logs in shared/ (skipped when shared/ is absent).
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -70,6 +73,75 @@ TEST(PredictCli, CheckWritesTheTableAndChart) {
   EXPECT_TRUE(fs::is_regular_file(svg));
   EXPECT_TRUE(fs::is_regular_file(table));
   EXPECT_NE(result.output.find("| resnet | 540 |"), std::string::npos) << result.output;
+}
+
+// A bench of one GPT-3 layer: 8 sequences on one device in 2 s.
+constexpr const char* kGptLayerBench = R"({"benchmark": "gpt3", "global_batch": 8, "ranks": 1, "step_seconds": 2})";
+const std::string kGptLayout =
+    "gpt3 --nodes 64 --devices-per-node 8 --global-batch 2048 --device-memory-gib 80 --distributed-optimizer "
+    "--bench-layers 1 --inter-bandwidth 400 --intra-bandwidth 450";
+
+TEST(PredictGpt3Cli, ALayoutFromABenchOfOneLayer) {
+  const auto result = predict_from_bench(
+      kGptLayout + " --tensor-parallel 4 --pipeline-parallel 8 --interleave 12 --micro-batch 1 --json", kGptLayerBench);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto json = nlohmann::json::parse(result.output);
+  double parts = 0;
+  for (const auto& [name, seconds] : json["parts"].items()) parts += seconds.get<double>();
+  EXPECT_NEAR(json["minutes"].get<double>() * 60, parts, 1e-6);
+  EXPECT_EQ(json["layout"]["data_parallel"], 16);
+  EXPECT_EQ(json["layout"]["micro_batches"], 128);
+  EXPECT_DOUBLE_EQ(json["bubble_fraction"].get<double>(), 7.0 / 1536);
+  EXPECT_GT(json["calibration"]["flops_per_second_per_device"].get<double>(), 0);
+}
+
+TEST(PredictGpt3Cli, PlanAndSweep) {
+  const auto plan = predict_from_bench(kGptLayout + " --plan --json", kGptLayerBench);
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  const auto json = nlohmann::json::parse(plan.output);
+  EXPECT_LE(json["best"]["minutes"].get<double>(), json["runners_up"][0]["minutes"].get<double>());
+  const auto sweep = predict_from_bench(kGptLayout + " --sweep inter-bandwidth=25,400", kGptLayerBench);
+  ASSERT_EQ(sweep.exit_code, 0) << sweep.output;
+  EXPECT_NE(sweep.output.find("| 25 | tp="), std::string::npos) << sweep.output;
+  EXPECT_NE(sweep.output.find("| 400 | tp="), std::string::npos) << sweep.output;
+}
+
+// Each refusal of the model by its flag is predict.ThreeD.LayoutsThatDoNotDivideAreRefusedByFlag; here, that the CLI
+// passes them on with exit code 2, and its own.
+TEST(PredictGpt3Cli, BadInputIsRefusedByName) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {" --tensor-parallel 5 --pipeline-parallel 8", "--tensor-parallel"},
+      {" --tensor-parallel 1 --pipeline-parallel 8", "does not fit"},
+      {" --tensor-parallel 4 --pipeline-parallel 8 --global-batch nan", "--global-batch"},
+      {" --tensor-parallel 4 --pipeline-parallel 8 --inter-bandwidth -5", "--inter-bandwidth"},
+      {" --tensor-parallel 4 --pipeline-parallel 8 --device-memory-gib inf", "--device-memory-gib"},
+      {" --sweep inter-bandwidth=25,-1", "--sweep"},
+      {"", "--tensor-parallel"},
+  };
+  for (const auto& [flags, named] : cases) {
+    const auto result = predict_from_bench(kGptLayout + flags, kGptLayerBench);
+    EXPECT_EQ(result.exit_code, 2) << flags << "\n" << result.output;
+    EXPECT_NE(result.output.find(named), std::string::npos) << flags << "\n" << result.output;
+  }
+  const auto no_layers =
+      predict_from_bench("gpt3 --nodes 8 --devices-per-node 8 --device-memory-gib 80 --plan", kGptLayerBench);
+  EXPECT_EQ(no_layers.exit_code, 2);
+  EXPECT_NE(no_layers.output.find("--bench-layers"), std::string::npos) << no_layers.output;
+  const auto no_step =
+      predict_from_bench(kGptLayout + " --plan", R"({"benchmark": "gpt3", "global_batch": 8, "ranks": 1})");
+  EXPECT_EQ(no_step.exit_code, 2);
+  EXPECT_NE(no_step.output.find("step_seconds"), std::string::npos) << no_step.output;
+  const trainbench::data::testing::TempDir temp;
+  const auto no_layout = run_trainbench(
+      "predict gpt3 --nodes 96 --devices-per-node 8 --device-memory-gib 80 "
+      "--tensor-parallel 4 --pipeline-parallel 8 --calibrate " +
+      temp.path().string());
+  EXPECT_EQ(no_layout.exit_code, 2);
+  EXPECT_NE(no_layout.output.find("--calibration-layout"), std::string::npos) << no_layout.output;
+  const auto other = run_trainbench("predict resnet --nodes 8 --devices-per-node 8 --tensor-parallel 2 --calibrate " +
+                                    temp.path().string());
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_NE(other.output.find("gpt3 only"), std::string::npos) << other.output;
 }
 
 }  // namespace

@@ -1,23 +1,15 @@
 // The dry plan of a GPT-3 layout (trainer.h's footprint): what each rank holds and moves, counted from the
 // settings, for layouts far beyond this machine (the reference's 175B at tp 8 x pp 8).
-#include <algorithm>
 #include <cstdio>
 #include <ostream>
 
-#include "parallel/pipeline.h"
-#include "parallel/tensor_parallel.h"
-#include "util/error.h"
+#include "parallel/transformer_cost.h"
 #include "workloads/gpt3/trainer.h"
 #include "workloads/model_parallel.h"
 
 namespace trainbench::gpt3 {
 
 namespace {
-
-double parameters_per_layer(const Settings& preset, double t) {
-  const double h = static_cast<double>(preset.hidden), ffn = static_cast<double>(preset.ffn_hidden);
-  return (3 * h * h + 3 * h) / t + (h * h / t + h) + (ffn * h + ffn) / t + (h * ffn / t + h) + 4 * h;
-}
 
 std::string gibibytes(double bytes) {
   char text[32];
@@ -27,55 +19,32 @@ std::string gibibytes(double bytes) {
 
 }  // namespace
 
+parallel::TransformerShape transformer_shape(const Settings& preset) {
+  parallel::TransformerShape shape;
+  shape.layers = preset.layers;
+  shape.hidden = preset.hidden;
+  shape.heads = preset.heads;
+  shape.ffn_hidden = preset.ffn_hidden;
+  shape.seq_length = preset.seq_length;
+  shape.vocab_size = preset.vocab_size;
+  shape.make_vocab_size_divisible_by = preset.make_vocab_size_divisible_by;
+  shape.max_positions = preset.max_positions;
+  return shape;
+}
+
 StepFlops step_flops(const Settings& preset, int64_t padded_vocab) {
-  const double b = static_cast<double>(preset.batch_size), s = static_cast<double>(preset.seq_length);
-  const double l = static_cast<double>(preset.layers), h = static_cast<double>(preset.hidden);
-  const double v = static_cast<double>(padded_vocab);
-  StepFlops flops;
-  flops.model = 72 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h));
-  flops.computed = flops.model + (preset.recompute_activations ? 4 * b * s * s * h * l : 0);
-  flops.full_recompute = 96 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h));
-  return flops;
+  return parallel::step_flops(transformer_shape(preset), static_cast<double>(preset.batch_size), padded_vocab,
+                              preset.recompute_activations);
 }
 
 GptFootprint footprint(const Settings& preset, const parallel::ParallelPlan& plan, int stage, int64_t micro_batches,
                        int activation_element_bytes) {
-  const double t = plan.tensor, h = static_cast<double>(preset.hidden);
-  const double vocab = static_cast<double>(
-      parallel::padded_vocab_size(preset.vocab_size, preset.make_vocab_size_divisible_by, plan.tensor));
-  const double layers = static_cast<double>(preset.layers / plan.pipeline);
-  const bool first = stage == 0, last = stage == plan.pipeline - 1;
-  double parameters = layers * parameters_per_layer(preset, t);
-  if (first) parameters += vocab / t * h + static_cast<double>(preset.max_positions) * h;
-  if (last) parameters += 2 * h + (first ? 0 : vocab / t * h);
-  GptFootprint result;
-  result.parameters = static_cast<int64_t>(parameters);
-  result.parameter_bytes = result.gradient_bytes = 4 * parameters;
-  result.optimizer_bytes = 8 * parameters;
-  const double m = static_cast<double>(micro_batches), e = activation_element_bytes;
-  const double b = static_cast<double>(preset.batch_size / plan.data / micro_batches);
-  const double s = static_cast<double>(preset.seq_length), a = static_cast<double>(preset.heads);
-  // Layer activations in flight on this stage at the schedule's peak, in micro-batch chunks of layers/v layers:
-  // every micro-batch under GPipe; 1F1B's warm-up and one more; interleaved, Megatron's warm-up count
-  // (p - stage - 1)·2 + (v - 1)·p chunks and one more (schedules.py).
-  const double v = plan.virtual_stages, p = plan.pipeline;
-  double held_chunks = m * v;
-  if (plan.schedule == parallel::PipelineSchedule::kOneForwardOneBackward) held_chunks = std::min(m, p - stage);
-  if (plan.schedule == parallel::PipelineSchedule::kInterleaved)
-    held_chunks = std::min(m * v, (p - stage - 1) * 2 + (v - 1) * p + 1);
-  const double held = held_chunks / v;  // in whole stages' worth of layers
-  const double attention_scores = preset.recompute_activations ? 0 : 5 * a * s / (h * t);
-  result.activation_bytes = held * layers * s * b * h * (10 + 24 / t + attention_scores) * e / 2;
-  const double activation = s * b * h * e;
-  if (plan.tensor > 1)
-    result.tensor_bytes = m * (layers * 4 * activation + (first ? activation : 0) + (last ? activation : 0));
-  // Each chunk receives its input and sends its output, but for the first virtual stage's input and the last's
-  // output.
-  const double boundaries = 2 * v - (first ? 1 : 0) - (last ? 1 : 0);
-  result.pipeline_bytes = m * boundaries * activation;
-  if (plan.data > 1) result.data_bytes = result.gradient_bytes;
-  if (plan.pipeline > 1 && (first || last)) result.embedding_bytes = 4 * vocab / t * h;
-  return result;
+  parallel::FootprintOptions options;
+  options.micro_batches = micro_batches;
+  options.micro_batch_size = preset.batch_size / plan.data / micro_batches;
+  options.activation_element_bytes = activation_element_bytes;
+  options.recompute_attention = preset.recompute_activations;
+  return parallel::stage_footprint(transformer_shape(preset), plan, stage, options);
 }
 
 void print_plan(const Config& config, int ranks, std::ostream& out) {

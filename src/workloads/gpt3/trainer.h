@@ -10,6 +10,7 @@
 #include "parallel/context.h"
 #include "parallel/gradient_sync.h"
 #include "parallel/pipeline.h"
+#include "parallel/transformer_cost.h"
 #include "workloads/gpt3/model.h"
 #include "workloads/gpt3/settings.h"
 #include "workloads/trainer.h"
@@ -46,29 +47,17 @@ GptPartition partition_for(const Settings& preset, const parallel::ParallelConte
 GptOptions model_options(const Settings& preset);
 
 // What one rank of a plan holds and moves in one step, from the settings alone (nothing is allocated): the dry plan
-// `bench gpt3 --plan tp=T,pp=P,dp=D` prints. Bytes are this implementation's: fp32 weights and gradients (the
-// master copy under bf16 autocast too) and Adam's two fp32 moments.
-struct GptFootprint {
-  int64_t parameters = 0;  // elements held: a slice of each split tensor, every replicated one
-  double parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
-  // Activations kept for backward at the schedule's peak (the micro-batches in flight on this stage), by
-  // Korthikanti et al.'s (2022) per-layer count at 2-byte activations, scaled to the precision:
-  // s·b·h·(10 + 24/t + 5·a·s/(h·t)) bytes, and s·b·h·(10 + 24/t) with the core attention recomputed. An estimate.
-  double activation_bytes = 0;
-  // Payload bytes this rank gives each group per step: tensor parallel 4 all-reduces of b·s·h per layer per
-  // micro-batch plus the embedding's and the logits'; pipeline b·s·h per
-  // boundary per micro-batch each way; data parallel the shard's gradients once; the tied embeddings' gradient.
-  double tensor_bytes = 0, pipeline_bytes = 0, data_bytes = 0, embedding_bytes = 0;
-};
+// `bench gpt3 --plan tp=T,pp=P,dp=D` prints, counted by parallel/transformer_cost.h. Bytes are this
+// implementation's: fp32 weights and gradients (the master copy under bf16 autocast too) and Adam's two fp32
+// moments on every data-parallel rank.
+using GptFootprint = parallel::StageFootprint;
 GptFootprint footprint(const Settings& preset, const parallel::ParallelPlan& plan, int stage, int64_t micro_batches,
                        int activation_element_bytes);
-// Floating-point operations of one step of the global batch, with the padded vocabulary V: the model's
-// 72·B·s·l·h²(1 + s/6h + V/12lh) (Narayanan et al. 2021), what this preset computes (with recompute, the core
-// attention's second forward, 4·B·s²·h·l, as the reference's selective recompute), and the paper's eq. 3 for
-// recomputing whole layers, 96·B·s·l·h²(1 + s/6h + V/16lh).
-struct StepFlops {
-  double model = 0, computed = 0, full_recompute = 0;
-};
+// The preset's shape, as transformer_cost.h counts it.
+parallel::TransformerShape transformer_shape(const Settings& preset);
+// Floating-point operations of one step of the preset's global batch (transformer_cost.h's step_flops), the
+// core attention recomputed when the preset recomputes activations.
+using StepFlops = parallel::StepFlops;
 StepFlops step_flops(const Settings& preset, int64_t padded_vocab);
 // The dry plan over `ranks` ranks: per pipeline stage the footprint, and the step's FLOPs.
 void print_plan(const Config& config, int ranks, std::ostream& out);

@@ -3,10 +3,13 @@
 // activation recompute or without; and plans that do not fit are refused by the setting's name. Ranks are threads
 // of this process over Gloo.
 #include <map>
+#include <sstream>
+#include <string>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "predict/three_d.h"
 #include "support/error_message.h"
 #include "support/two_ranks.h"
 #include "workloads/gpt3/trainer.h"
@@ -182,6 +185,40 @@ TEST(GptPlan, StepFlopsFollowTheMegatronPaper) {
   EXPECT_DOUBLE_EQ(flops.model, 72 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h)));
   EXPECT_DOUBLE_EQ(flops.computed, flops.model + 4 * b * s * s * h * l);
   EXPECT_DOUBLE_EQ(flops.full_recompute, 96 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h)));
+}
+
+// The dry plan counts with parallel/transformer_cost.h, which the time-to-train prediction shares; at the
+// reference's layout it prints what it printed before the arithmetic moved there.
+TEST(GptPlan, TheReferencesDryPlanIsUnchanged) {
+  const Config reference = Config::from_presets("gpt3", find_workload("gpt3").presets_json, "reference", {});
+  std::ostringstream out;
+  print_plan(reference, 512, out);
+  for (const std::string line :
+       {"  stage 0 (each of its 8 tensor-parallel rank(s)): 2822731776 parameters: weights 10.52 GiB, gradients 10.52 "
+        "GiB, Adam state 21.03 GiB, activations ~29.25 GiB, total ~71.31 GiB; per step sends tp 441.00 GiB, pp 9.00 "
+        "GiB, dp 10.52 GiB, tied embeddings 0.29 GiB\n",
+        "  stage 7 (each of its 8 tensor-parallel rank(s)): 2797590528 parameters: weights 10.42 GiB, gradients 10.42 "
+        "GiB, Adam state 20.84 GiB, activations ~3.66 GiB, total ~45.34 GiB; per step sends tp 441.00 GiB, pp 9.00 "
+        "GiB, dp 10.42 GiB, tied embeddings 0.29 GiB\n",
+        "  FLOPs per step: model 3.386e+18, computed 3.417e+18 (6.673e+15 per rank, the core attention recomputed); "
+        "with whole layers recomputed 4.511e+18\n",
+        "  pipeline bubble (p-1)/(v*m) = 0.0365\n"})
+    EXPECT_NE(out.str().find(line), std::string::npos) << line << "\nnot in\n" << out.str();
+}
+
+// predict gpt3 models the reference's model.
+TEST(GptPlan, ThePredictionsShapeIsTheReferences) {
+  const Config reference = Config::from_presets("gpt3", find_workload("gpt3").presets_json, "reference", {});
+  const parallel::TransformerShape preset = transformer_shape(read_settings<Settings>(reference));
+  const parallel::TransformerShape predicted = predict::gpt3_175b_shape();
+  EXPECT_EQ(preset.layers, predicted.layers);
+  EXPECT_EQ(preset.hidden, predicted.hidden);
+  EXPECT_EQ(preset.heads, predicted.heads);
+  EXPECT_EQ(preset.ffn_hidden, predicted.ffn_hidden);
+  EXPECT_EQ(preset.seq_length, predicted.seq_length);
+  EXPECT_EQ(preset.vocab_size, predicted.vocab_size);
+  EXPECT_EQ(preset.make_vocab_size_divisible_by, predicted.make_vocab_size_divisible_by);
+  EXPECT_EQ(preset.max_positions, predicted.max_positions);
 }
 
 // Megatron's schedule for the reference's global batch, and the mini's own.
