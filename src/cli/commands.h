@@ -15,12 +15,19 @@ struct CommandContext {
 CLI::Validator whole_number(int64_t minimum, int64_t maximum = INT64_MAX);
 CLI::Validator number_above(double minimum);     // seconds, factors: > minimum
 CLI::Validator number_at_least(double minimum);  // >= minimum
+CLI::Validator number_between(double above, double at_most);  // counts and rates: > above, <= at_most
 
 // A string flag whose value goes into a JSON log or file must be valid UTF-8; the error names the flag.
 void require_utf8(const std::string& flag, const std::string& value);
 
 // 1 .. the CPUs this process may run on (harness/cpu_contention.h's usable_cpu_count): every --threads.
 CLI::Validator thread_count();
+
+// Where a command writes, checked when the flags are read, before any work (AtomicFile checks again when it
+// opens): an output file's path holds nothing yet or a regular file to replace, never a directory, device, FIFO or
+// socket; an output folder's holds nothing yet or a directory.
+CLI::Validator output_file();
+CLI::Validator output_folder();
 
 void add_training_commands(CLI::App& app, CommandContext& context);  // run, bench, data
 void add_review_commands(CLI::App& app, CommandContext& context);    // review, system, report

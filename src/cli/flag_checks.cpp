@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "harness/cpu_contention.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace trainbench::cli {
@@ -63,6 +64,17 @@ CLI::Validator number_above(double minimum) {
       "", "number");
 }
 
+CLI::Validator number_between(double above, double at_most) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = 0;
+        if (!parse_number(text, value) || !(value > above) || !(value <= at_most))
+          return "expected a number above " + plain(above) + " and at most " + plain(at_most) + ", got '" + text + "'";
+        return "";
+      },
+      "", "number");
+}
+
 CLI::Validator number_at_least(double minimum) {
   return CLI::Validator(
       [=](std::string& text) -> std::string {
@@ -94,5 +106,21 @@ CLI::Validator thread_count() {
       },
       "", "threads");
 }
+
+namespace {
+
+CLI::Validator output_path(bool folder, const std::string& wanted) {
+  return CLI::Validator(
+      [=](std::string& path) -> std::string {
+        const std::string found = blocking_output(path, folder);
+        return found.empty() ? "" : path + " is " + found + "; " + wanted;
+      },
+      folder ? "DIR" : "FILE", folder ? "output folder" : "output file");
+}
+
+}  // namespace
+
+CLI::Validator output_file() { return output_path(false, "give the path of a file to write"); }
+CLI::Validator output_folder() { return output_path(true, "give a folder to write into"); }
 
 }  // namespace trainbench::cli

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "util/allocator.h"
 #include "util/error.h"
+#include "util/printable.h"
 #include "util/provenance.h"
 
 namespace {
@@ -18,10 +19,11 @@ namespace {
 constexpr int kBadInput = 2;
 constexpr int kUnexpectedFailure = 3;
 
-// The first line of an exception's message: LibTorch's c10::Error appends a stack trace.
+// The first line of an exception's message (LibTorch's c10::Error appends a stack trace), printable: a message
+// may quote a file name, and a name with a newline must not start a line of its own (a forged `:::MLLOG` line).
 std::string first_line(const char* message) {
   const std::string text(message);
-  return text.substr(0, text.find('\n'));
+  return trainbench::printable(text.substr(0, text.find('\n')), 4096);
 }
 
 // The last resort, for an exception that escapes a thread: a message and an exit code, not "terminate called".
@@ -53,13 +55,15 @@ int main(int argc, char** argv) {
                                         trainbench::provenance::kGitRevision + ", LibTorch " +
                                         trainbench::provenance::kTorchVersion + ")");
   trainbench::cli::CommandContext context;
-  trainbench::cli::add_training_commands(app, context);
-  trainbench::cli::add_review_commands(app, context);
-  trainbench::cli::add_launch_command(app, context);
-  trainbench::cli::add_probe_commands(app, context);
-  trainbench::cli::add_coco_commands(app, context);
-  trainbench::cli::add_predict_commands(app, context);
   try {
+    // Inside the try: defaults read the environment (--threads divides the cores among the ranks RANK and
+    // LOCAL_WORLD_SIZE name), and a bad variable is bad input.
+    trainbench::cli::add_training_commands(app, context);
+    trainbench::cli::add_review_commands(app, context);
+    trainbench::cli::add_launch_command(app, context);
+    trainbench::cli::add_probe_commands(app, context);
+    trainbench::cli::add_coco_commands(app, context);
+    trainbench::cli::add_predict_commands(app, context);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {
     return app.exit(help);
@@ -68,14 +72,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& version) {
     return app.exit(version);
   } catch (const CLI::ParseError& error) {
-    app.exit(error);  // prints the message and the --help hint
+    // CLI11's own message quotes the value (a file name), so it goes through printable() too.
+    std::cerr << trainbench::printable(error.what(), 4096) << "\nRun with --help for more information.\n";
     return kBadInput;
   } catch (const trainbench::Error& error) {
-    std::cerr << "trainbench: " << error.what() << "\n";
+    std::cerr << "trainbench: " << trainbench::printable(error.what(), 4096) << "\n";
     return kBadInput;
   } catch (const std::filesystem::filesystem_error& error) {
     // A path the user gave that the file system refuses (too long, not a directory, no permission).
-    std::cerr << "trainbench: " << error.path1().string() << ": " << error.code().message() << "\n";
+    std::cerr << "trainbench: " << trainbench::printable(error.path1().string(), 4096) << ": " << error.code().message()
+              << "\n";
     return kBadInput;
   } catch (const std::exception& error) {
     std::cerr << "trainbench: unexpected failure: " << first_line(error.what()) << "\n";

@@ -304,8 +304,10 @@ void add_predict(CLI::App& app) {
   command->add_option("--devices-per-node", flags->devices_per_node, "Devices (ranks) per node")
       ->required()
       ->check(whole_number(1, 1024));
-  command->add_option("--per-device-batch", flags->per_device_batch, "Samples per device per step (default: the calibration's)")
-      ->check(number_above(0));
+  command
+      ->add_option("--per-device-batch", flags->per_device_batch,
+                   "Samples per device per step (default: the calibration's)")
+      ->check(number_between(0, 1e12));
   command->add_option("--calibrate", flags->calibrate,
                       "A result log or a folder of them (results/<system>/<benchmark>/; systems/<system>.json is read "
                       "when found beside it)")
@@ -318,13 +320,15 @@ void add_predict(CLI::App& app) {
   command->add_option("--storage", flags->storage_json, "A `trainbench probe storage --json` file: the node's input rate")
       ->check(CLI::ExistingFile);
   command->add_option("--input-rate", flags->input_rate, "Samples per second one node can read (replaces --storage)")
-      ->check(number_above(0));
-  command->add_option("--samples-per-epoch", flags->samples_per_epoch,
-                      "Samples in an epoch, when the calibration does not log train_samples (a bench)")
-      ->check(number_above(0));
-  command->add_option("--converge-at", flags->converge_at,
-                      "Units to converge (epochs; samples for BERT) instead of the RCP tables' estimate")
-      ->check(number_above(0));
+      ->check(number_between(0, 1e12));
+  command
+      ->add_option("--samples-per-epoch", flags->samples_per_epoch,
+                   "Samples in an epoch, when the calibration does not log train_samples (a bench)")
+      ->check(number_between(0, 1e12));
+  command
+      ->add_option("--converge-at", flags->converge_at,
+                   "Units to converge (epochs; samples for BERT) instead of the RCP tables' estimate")
+      ->check(number_between(0, 1e12));
   command->add_option("--evaluation-scaling", flags->evaluation_scaling,
                       "devices (evaluation shards over the devices) or fixed (host-side scoring); default by benchmark")
       ->check(CLI::IsMember({"devices", "fixed"}));
@@ -379,6 +383,10 @@ void add_predict(CLI::App& app) {
 
     const review::RcpTable rcp = predict::rcp_table_for(ruleset, flags->benchmark);
     const predict::Prediction prediction = predict::predict_time_to_train(calibration, scale_out, &rcp);
+    // Every input is in range, yet a product of them may not be: no NaN or infinite minutes are printed.
+    if (!std::isfinite(prediction.minutes) || !(prediction.minutes > 0))
+      fail("predict", "the inputs give no finite time to train (" + std::to_string(prediction.minutes) +
+                          " minutes): a count or rate from the flags or the calibration files is out of proportion");
     if (flags->json) {
       nlohmann::ordered_json out = predict::to_json(prediction);
       out["calibration"] = predict::to_json(calibration);

@@ -22,7 +22,10 @@ struct ProbeOutput {
   std::string json_path;
 
   void add_to(CLI::App* command) {
-    command->add_option("--json", json_path, "Also write a machine-readable copy (arguments, environment, results) to FILE");
+    command
+        ->add_option("--json", json_path,
+                     "Also write a machine-readable copy (arguments, environment, results) to FILE")
+        ->check(output_file());
   }
   void write(const nlohmann::ordered_json& report) const {
     if (json_path.empty()) return;

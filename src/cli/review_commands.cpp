@@ -143,8 +143,10 @@ void add_system(CLI::App& app, CommandContext& context) {
   CLI::App* command = app.add_subcommand(
       "system",
       "Write a system description (systems/<name>.json) with every required field; hardware and software are detected");
-  command->add_option("--out", flags->out,
-                      "Where to write it, e.g. systems/my_box.json (the file name is the system name)");
+  command
+      ->add_option("--out", flags->out,
+                   "Where to write it, e.g. systems/my_box.json (the file name is the system name)")
+      ->check(output_file());
   command->add_flag("--print", flags->print, "Print the description instead of (or as well as) writing it");
   command->add_option("--set", flags->assignments, "FIELD=VALUE for any field (repeatable)");
   // One flag per required field of the default ruleset, so the help lists exactly what a description holds.
@@ -207,7 +209,9 @@ void add_report(CLI::App& app, CommandContext& context) {
       "report",
       "Write a results page (HTML, Markdown, CSV): minutes per system and benchmark, convergence curves, comparisons");
   command->add_option("folders", flags->folders, "Submission or result folders")->required();
-  command->add_option("--out", flags->out, "Folder for report.html, report.md and report.csv")->required();
+  command->add_option("--out", flags->out, "Folder for report.html, report.md and report.csv")
+      ->required()
+      ->check(output_folder());
   command->add_option("--title", flags->title, "Page title")->capture_default_str();
   command->add_flag("--compare", flags->compare,
                     "Compare two folders: the speedup of the second over the first per benchmark");
@@ -248,7 +252,8 @@ void add_rcp_table(CLI::App& app) {
       "rcp-table", "Make a reference convergence point table from compliant, converged runs (e.g. of a preset)");
   command->add_option("folders", flags->folders, "Folders holding result_<N>.txt logs")->required();
   command->add_option("--out", flags->out, "Table to write, e.g. rules/training_1.1.0/rcps_resnet_mini.json")
-      ->required();
+      ->required()
+      ->check(output_file());
   command->add_option("--benchmark", flags->benchmark, "Benchmark of the runs")->capture_default_str();
   command->add_option("--preset", flags->preset, "trainbench preset of the runs (empty: reference runs)");
   command->add_option("--creator", flags->creator, "Who made the runs")->capture_default_str();

@@ -209,6 +209,23 @@ void print_run_summary(int run, const RunOptions& options, const RunOutcome& out
   }
 }
 
+// A directory the command writes into after its work (--save-model): what is there, or the first part of the path
+// that is, must be a directory, checked before training rather than after it.
+void require_directory_or_absent(const std::string& flag, const fs::path& dir) {
+  for (fs::path level = dir; !level.empty(); level = level.parent_path()) {
+    std::error_code error;
+    const fs::file_status status = fs::status(level, error);
+    if (error && error != std::errc::no_such_file_or_directory)
+      fail(flag + " " + dir.string(), level.string() + ": " + error.message());
+    if (fs::exists(status)) {
+      if (!fs::is_directory(status))
+        fail(flag + " " + dir.string(), level.string() + " is not a directory (models are written into DIR)");
+      return;
+    }
+    if (level == level.parent_path()) return;
+  }
+}
+
 // A log that review would refuse says so when the run ends, not when a submitter reviews it: e.g. a setting
 // the rules constrain, moved by --set or by the world size (Mask R-CNN's num_image_candidates).
 void warn_if_not_compliant(int run, const std::string& log_path) {
@@ -221,7 +238,8 @@ void warn_if_not_compliant(int run, const std::string& log_path) {
   for (const review::Finding& finding : checked.findings)
     if (finding.severity == review::Severity::kError)
       std::fprintf(stderr, "trainbench: warning: run %d: its log fails review: %s\n", run, review::format_finding(finding).c_str());
-  std::fprintf(stderr, "trainbench: warning: run %d: `trainbench review --log %s` lists every finding\n", run, log_path.c_str());
+  std::fprintf(stderr, "trainbench: warning: run %d: `trainbench review --log %s` lists every finding\n", run,
+               printable(log_path, 4096).c_str());
 }
 
 // A system name is a folder under --out and the log's submission_platform: one plain path component.
@@ -267,6 +285,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->callback([=, &context] {
     check_system_name(*system);
     require_utf8("--org", submission->org);
+    if (!save_model->empty()) require_directory_or_absent("--save-model", *save_model);
     const WorkloadEntry& entry = find_workload(flags->benchmark);
     if (flags->printed_settings_help(entry)) return;
     WorkloadSettings settings = flags->settings(entry, true);
@@ -385,12 +404,17 @@ void add_bench_command(CLI::App& app) {
   auto peak_path = std::make_shared<std::string>();
   command->add_option("--peak", *peak_path, "A `trainbench probe compute --json` file: also print achieved FLOP/s as a share of its measured fp32 peak");
   auto json_path = std::make_shared<std::string>();
-  command->add_option("--json", *json_path,
-                      "Also write the training step (batch, ranks, median step seconds, samples/s) to FILE, for "
-                      "`trainbench predict --bench`");
-  command->add_option("--profile", bench->profile_path,
-                      "After the timed steps, run as many under LibTorch's profiler: write their Chrome trace to this file "
-                      "and print the operators by self time");
+  command
+      ->add_option("--json", *json_path,
+                   "Also write the training step (batch, ranks, median step seconds, samples/s) to FILE, for "
+                   "`trainbench predict --bench`")
+      ->check(output_file());
+  command
+      ->add_option(
+          "--profile", bench->profile_path,
+          "After the timed steps, run as many under LibTorch's profiler: write their Chrome trace to this file "
+          "and print the operators by self time")
+      ->check(output_file());
   command->add_flag("--memory", bench->memory,
                     "Instead of timing: the per-rank peak memory of one training step at the preset's batch, "
                     "gradient_accumulation_steps and precision (CPU: resident high-water; CUDA: the allocator's peak)");
@@ -558,7 +582,8 @@ void add_checkpoint_command(CLI::App& app) {
       ->add_option("--out", *out,
                    "The file to write (a .pt state dict; MiniGo: a .minigo file; GPT-3: a new "
                    "distributed-checkpoint directory)")
-      ->required();
+      ->required()
+      ->check(output_file());
   command->callback([=] {
     const WorkloadEntry& entry = find_workload(*benchmark);
     WorkloadSettings settings;

@@ -430,8 +430,8 @@ void IndexedDatasetWriter::finish() {
 
 void IndexedDatasetWriter::remove_partial_files() {
   bin_file_.reset();  // closes the .bin's partial file
-  remove_quietly(prefix_ + ".bin.partial");
-  remove_quietly(prefix_ + ".idx.partial");
+  remove_quietly(AtomicFile::partial_path_for(prefix_ + ".bin"));
+  remove_quietly(AtomicFile::partial_path_for(prefix_ + ".idx"));
 }
 
 }  // namespace trainbench::data

@@ -60,6 +60,12 @@ pid_t start_rank(const LaunchOptions& options, int local_rank, int port) {
   set("LOCAL_WORLD_SIZE", std::to_string(options.processes_per_node));
   set("MASTER_ADDR", options.master_addr);
   set("MASTER_PORT", std::to_string(port));
+  // The ranks are launch's now: a scheduler's, inherited when launch itself runs under srun or mpirun (one
+  // launch per node), would disagree with them (rank_environment.cpp refuses that).
+  for (const char* name :
+       {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+        "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_STEP_TASKS_PER_NODE"})
+    ::unsetenv(name);
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(options.program.c_str()));
   for (const auto& argument : options.arguments) argv.push_back(const_cast<char*>(argument.c_str()));

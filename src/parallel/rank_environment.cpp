@@ -8,12 +8,17 @@ namespace trainbench::parallel {
 
 namespace {
 
+// Far above any world a launcher starts, and far below int's limit.
+constexpr long kMostRanks = 1'000'000;
+
 int parse_int(const EnvironmentLookup& lookup, const std::string& name, int minimum) {
   const std::string text = *lookup(name);
   char* end = nullptr;
   const long value = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || value < minimum || value > 1'000'000)
-    fail("environment variable " + name, "expected an integer >= " + std::to_string(minimum) + ", got \"" + text + "\"");
+  if (text.empty() || *end != '\0') fail("environment variable " + name, "expected an integer, got \"" + text + "\"");
+  if (value < minimum || value > kMostRanks)
+    fail("environment variable " + name,
+         "expected an integer from " + std::to_string(minimum) + " to " + std::to_string(kMostRanks) + ", got " + text);
   return static_cast<int>(value);
 }
 
@@ -49,6 +54,18 @@ void apply_master_overrides(const EnvironmentLookup& lookup, RankEnvironment& en
   if (env.master_port > 65535) fail("environment variable MASTER_PORT", "expected a port 1..65535, got " + std::to_string(env.master_port));
 }
 
+// torchrun's variables win over a scheduler's, which a job may set too (mpirun or srun starting torchrun-style
+// ranks with -x RANK=...): they must then agree, or one launcher's ranks would be read as another's.
+void check_agrees_with(const EnvironmentLookup& lookup, const RankEnvironment& env, const std::string& rank_name,
+                       const std::string& world_name) {
+  if (!lookup(rank_name) || !lookup(world_name)) return;
+  const int rank = parse_int(lookup, rank_name, 0), world = parse_int(lookup, world_name, 1);
+  if (rank != env.rank || world != env.world)
+    fail("environment variables RANK/WORLD_SIZE and " + rank_name + "/" + world_name,
+         "disagree (rank " + std::to_string(env.rank) + " of " + std::to_string(env.world) + " against rank " +
+             std::to_string(rank) + " of " + std::to_string(world) + "); unset one launcher's variables");
+}
+
 }  // namespace
 
 std::string first_slurm_host(const std::string& node_list) {
@@ -74,6 +91,8 @@ RankEnvironment detect_rank_environment(const EnvironmentLookup& lookup) {
     env.local_world = optional_int(lookup, "LOCAL_WORLD_SIZE", 1, env.world);
     apply_master_overrides(lookup, env);
     check_rank(env, "RANK", "WORLD_SIZE");
+    check_agrees_with(lookup, env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
+    if (lookup("SLURM_STEP_NUM_TASKS")) check_agrees_with(lookup, env, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS");
     return env;
   }
   // SLURM_STEP_NUM_TASKS is set for tasks srun starts, not for the batch script itself, which would

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <regex>
 
+#include "predict/time_to_train.h"
 #include "review/compliance.h"
 #include "review/json_checks.h"
 #include "review/log_parser.h"
@@ -87,12 +88,16 @@ fs::path system_description_path(const std::string& path) {
 std::optional<int> whole_field(const nlohmann::json& description, const char* field) {
   const auto it = description.find(field);
   if (it == description.end()) return std::nullopt;
-  if (it->is_number_integer()) return it->get<int>();
+  constexpr int64_t kMost = 1'000'000;  // nodes or devices per node; beyond any system, within int
+  if (it->is_number_integer()) {
+    const int64_t value = it->get<int64_t>();
+    return value > 0 && value <= kMost ? std::optional<int>(static_cast<int>(value)) : std::nullopt;
+  }
   if (it->is_string()) {
     try {
       size_t used = 0;
       const int value = std::stoi(it->get<std::string>(), &used);
-      if (used == it->get<std::string>().size() && value > 0) return value;
+      if (used == it->get<std::string>().size() && value > 0 && value <= kMost) return value;
     } catch (const std::exception&) {
     }
   }
@@ -174,7 +179,8 @@ Calibration calibrate_from_logs(const std::string& path, const review::Ruleset& 
     const auto nodes = whole_field(description, "number_of_nodes");
     const auto devices = whole_field(description, "accelerators_per_node");
     if (!nodes || !devices)
-      fail(description_path.string(), "number_of_nodes and accelerators_per_node must be whole numbers of at least 1");
+      fail(description_path.string(),
+           "number_of_nodes and accelerators_per_node must be whole numbers from 1 to 1000000");
     calibration.nodes = *nodes;
     calibration.devices_per_node = *devices;
     links_from_system_description(description, calibration.intra, calibration.inter, calibration.notes);
@@ -212,6 +218,14 @@ Calibration calibrate_from_logs(const std::string& path, const review::Ruleset& 
     calibration.notes.push_back("no global_batch_size and train_samples logged: one " + calibration.unit +
                                 " is taken as one step whose work divides over the devices");
   if (calibration.runs == 0) fail(path, "no run converged with a compliant log, so nothing to calibrate from");
+  // A sample may be split over devices (NVIDIA's v1.1 Mask R-CNN at 51 nodes: 408 devices, batch 272), but over no
+  // more than a model-parallel group; 64 devices a sample refuses a claim of 1e6 nodes for a batch of 3264.
+  constexpr double kMostDevicesPerSample = 64;
+  if (!unit_is_step && calibration.devices() > kMostDevicesPerSample * calibration.global_batch)
+    fail(description_path.string(), "number_of_nodes x accelerators_per_node is " +
+                                        std::to_string(calibration.devices()) + " devices for the logs' global batch " +
+                                        format_decimals(calibration.global_batch, 0) +
+                                        ": more than 64 devices a sample");
   if (throughputs.empty())
     fail(path, "no converged run trained for a positive time to compute its throughput from");
   calibration.samples_per_second_per_device = mean(throughputs);

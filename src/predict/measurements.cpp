@@ -5,6 +5,7 @@
 #include <iterator>
 #include <regex>
 
+#include "predict/time_to_train.h"
 #include "util/error.h"
 #include "util/json_limits.h"
 
@@ -24,11 +25,23 @@ nlohmann::json read_json(const std::string& path) {
   }
 }
 
-double positive_number(const nlohmann::json& object, const std::string& field, const std::string& path) {
+// A measured quantity: above `minimum` and at most 1e15 (JSON has no infinity, but 1e308 divides to nothing).
+double positive_number(const nlohmann::json& object, const std::string& field, const std::string& path,
+                       double minimum = 0) {
   const auto it = object.find(field);
-  if (it == object.end() || !it->is_number() || !(it->get<double>() > 0))
-    fail(path, "field '" + field + "' must be a positive number");
+  if (it == object.end() || !it->is_number() || !(it->get<double>() > minimum) || !(it->get<double>() <= 1e15))
+    fail(path, "field '" + field + "' must be a number above " + format_decimals(minimum, minimum > 0 ? 3 : 0) +
+                   " and at most 1e15" + (it != object.end() ? ", got " + it->dump() : ""));
   return it->get<double>();
+}
+
+// A count of ranks: a whole number from 1 to 1,000,000.
+int rank_count(const nlohmann::json& object, const std::string& field, const std::string& path) {
+  const auto it = object.find(field);
+  if (it == object.end() || !it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 1'000'000)
+    fail(path, "field '" + field + "' must be a whole number of ranks from 1 to 1000000" +
+                   (it != object.end() ? ", got " + it->dump() : ""));
+  return static_cast<int>(it->get<int64_t>());
 }
 
 std::string text_field(const nlohmann::json& object, const std::string& field, const std::string& path) {
@@ -77,7 +90,7 @@ Calibration calibration_from_bench_json(const std::string& path) {
   calibration.source = path;
   calibration.benchmark = text_field(json, "benchmark", path);
   calibration.global_batch = positive_number(json, "global_batch", path);
-  calibration.devices_per_node = static_cast<int>(positive_number(json, "ranks", path));
+  calibration.devices_per_node = rank_count(json, "ranks", path);
   const double step_seconds = positive_number(json, "step_seconds", path);
   calibration.samples_per_second_per_device = calibration.global_batch / step_seconds / calibration.devices_per_node;
   calibration.notes.push_back("calibrated from a bench: no start-up, evaluation or convergence measured");
@@ -100,7 +113,7 @@ Link link_from_comm_json(const std::string& path) {
   if (rows == json.end() || !rows->is_array()) fail(path, "field 'rows' must be the list `probe comm --json` writes");
   const auto environment = json.find("environment");
   if (environment == json.end() || !environment->is_object()) fail(path, "field 'environment' must be an object");
-  const int ranks = static_cast<int>(positive_number(*environment, "ranks", path));
+  const int ranks = rank_count(*environment, "ranks", path);
   if (ranks < 2) fail(path, "environment.ranks is 1: a probe over one rank measures no link");
   const nlohmann::json* smallest = nullptr;
   const nlohmann::json* largest = nullptr;
@@ -122,7 +135,7 @@ double input_rate_from_storage_json(const std::string& path) {
   const auto reads = json.find("dataset_read");
   if (reads == json.end() || !reads->is_object())
     fail(path, "field 'dataset_read' must be the object `probe storage --json` writes");
-  return positive_number(*reads, "files_per_second", path);
+  return positive_number(*reads, "files_per_second", path, 1e-3);  // below it no dataset is read in a run's time
 }
 
 }  // namespace trainbench::predict

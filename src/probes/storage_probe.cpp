@@ -330,7 +330,7 @@ CheckpointResult probe_checkpoint(const CheckpointOptions& options) {
     fail("--checkpoint-size", mebibytes(options.bytes) + " does not fit in " + options.dir + " (" +
                                   mebibytes(static_cast<uint64_t>(space.f_bavail) * space.f_frsize) + " free)");
   const std::string path = (fs::path(options.dir) / (".trainbench-probe-checkpoint-" + std::to_string(::getpid()))).string();
-  const RemoveOnExit cleanup{{path, path + ".partial"}};  // AtomicFile writes <path>.partial until commit()
+  const RemoveOnExit cleanup{{path, AtomicFile::partial_path_for(path)}};  // written there until commit()
   CheckpointResult result;
   write_checkpoint_file(path, options, result);
   read_back_checkpoint_file(path, options, result);

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "util/printable.h"
+
 namespace trainbench::review {
 
 enum class Severity { kError, kWarning, kNote };
@@ -20,11 +22,10 @@ const char* severity_name(Severity severity);  // "error", "warning", "note"
 // "file:line: error: message" (the line is left out when it is 0), the shape compilers use.
 std::string format_finding(const Finding& finding);
 
+// Logs are untrusted: findings quote them through printable() (util/printable.h).
+using trainbench::printable;
+
 bool has_errors(const std::vector<Finding>& findings);
 int count_findings(const std::vector<Finding>& findings, Severity severity);
-
-// Logs are untrusted: control characters and bytes that are not valid UTF-8 become \xNN so a finding can
-// always be printed to a terminal, written to JSON and shown in HTML. Longer text is cut at max_bytes.
-std::string printable(const std::string& text, size_t max_bytes = 200);
 
 }  // namespace trainbench::review

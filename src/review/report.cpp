@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 
 #include "review/review_output.h"
@@ -698,17 +699,22 @@ ReportFiles render_report(const std::vector<ReportInput>& inputs, const ReportOp
   return {render_html(model), render_markdown(model), results_csv(model), comparison_csv(model)};
 }
 
+// Every file or none: each is opened (a directory or device at its name is refused there) and written in full
+// before the first is moved into place; files not committed remove themselves.
 std::vector<std::string> write_report(const ReportFiles& files, const std::string& folder) {
+  std::vector<std::pair<std::string, const std::string*>> contents = {
+      {"report.html", &files.html}, {"report.md", &files.markdown}, {"report.csv", &files.csv}};
+  if (!files.comparison_csv.empty()) contents.emplace_back("comparison.csv", &files.comparison_csv);
+  std::vector<std::unique_ptr<AtomicFile>> outputs;
+  for (const auto& [name, content] : contents) {
+    outputs.push_back(std::make_unique<AtomicFile>((std::filesystem::path(folder) / name).string()));
+    outputs.back()->write(*content);
+  }
   std::vector<std::string> written;
-  const auto write = [&](const std::string& name, const std::string& content) {
-    const std::string path = (std::filesystem::path(folder) / name).string();
-    write_file_atomically(path, content);
-    written.push_back(path);
-  };
-  write("report.html", files.html);
-  write("report.md", files.markdown);
-  write("report.csv", files.csv);
-  if (!files.comparison_csv.empty()) write("comparison.csv", files.comparison_csv);
+  for (const auto& output : outputs) {
+    output->commit();
+    written.push_back(output->path());
+  }
   return written;
 }
 

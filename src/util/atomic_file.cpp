@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/error.h"
@@ -23,6 +24,28 @@ void create_parent_directories(const std::string& path) {
 }
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+}  // namespace
+
+std::string blocking_output(const std::string& path, bool folder) {
+  struct stat status {};
+  if (::stat(path.c_str(), &status) != 0) return "";
+  if (folder ? S_ISDIR(status.st_mode) : S_ISREG(status.st_mode)) return "";
+  if (S_ISDIR(status.st_mode)) return "a directory";
+  if (S_ISREG(status.st_mode)) return "a file";
+  if (S_ISCHR(status.st_mode) || S_ISBLK(status.st_mode)) return "a device";
+  if (S_ISFIFO(status.st_mode)) return "a FIFO";
+  return S_ISSOCK(status.st_mode) ? "a socket" : "not a regular file";
+}
+
+namespace {
+
+// A replace-mode output must land on a regular file or on nothing: rename() over a device as root turns it into a
+// file, and over a directory it fails after the whole output was written.
+void require_regular_or_absent(const std::string& path) {
+  const std::string found = blocking_output(path);
+  if (!found.empty()) fail(path, "is " + found + "; give the path of a file to write (nothing was written)");
+}
 
 // Creates `partial` exclusively; null when the name is taken (by it or by the committed `path`).
 std::FILE* create_exclusively(const std::string& path, const std::string& partial) {
@@ -59,6 +82,7 @@ AtomicFile::AtomicFile(std::string path, Existing existing) : path_(std::move(pa
     file_ = create_exclusively(path_, partial_path());
     if (!file_) fail(path_, "already exists (or is being written by another run, as " + partial_path() + "); not replacing it");
   } else {
+    require_regular_or_absent(path_);
     file_ = std::fopen(partial_path().c_str(), "we");
   }
   if (!file_) fail(partial_path(), std::string("cannot open for writing: ") + std::strerror(errno));
@@ -80,8 +104,24 @@ std::unique_ptr<AtomicFile> AtomicFile::reserve_numbered(const std::string& dir,
   }
 }
 
+std::string AtomicFile::partial_path_for(const std::string& path) {
+  constexpr size_t kNameMax = 255, kSuffix = sizeof(".partial") - 1, kHashDigits = 16;
+  const std::filesystem::path target(path);
+  const std::string name = target.filename().string();
+  if (name.size() + kSuffix <= kNameMax) return path + ".partial";
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a of the whole name
+  for (const unsigned char c : name) hash = (hash ^ c) * 1099511628211ull;
+  char digits[kHashDigits + 1];
+  std::snprintf(digits, sizeof digits, "%016llx", static_cast<unsigned long long>(hash));
+  const std::string shortened = name.substr(0, kNameMax - kSuffix - kHashDigits - 1) + "~" + digits + ".partial";
+  return (target.parent_path() / shortened).string();
+}
+
 AtomicFile::~AtomicFile() {
-  if (file_) std::fclose(file_);  // an uncommitted file stays as .partial, as evidence
+  if (!file_) return;
+  std::fclose(file_);
+  // A result log's partial stays as evidence of the run; any other uncommitted output is removed.
+  if (existing_ == Existing::kReplace) ::unlink(partial_path().c_str());
 }
 
 void AtomicFile::write(const std::string& text) {
@@ -96,7 +136,10 @@ void AtomicFile::commit() {
   const int sync_errno = errno;
   std::fclose(file_);
   file_ = nullptr;
-  if (!synced) fail(partial_path(), std::string("cannot sync to disk: ") + std::strerror(sync_errno));
+  if (!synced) {
+    if (existing_ == Existing::kReplace) ::unlink(partial_path().c_str());
+    fail(partial_path(), std::string("cannot sync to disk: ") + std::strerror(sync_errno));
+  }
   if (existing_ == Existing::kKeep) {
     if (rename_without_replacing(partial_path(), path_) != 0)
       fail(path_, std::string("cannot move ") + partial_path() + " into place: " + std::strerror(errno) +
@@ -105,7 +148,10 @@ void AtomicFile::commit() {
   }
   std::error_code ec;
   std::filesystem::rename(partial_path(), path_, ec);
-  if (ec) fail(path_, "cannot move result into place: " + ec.message());
+  if (ec) {
+    ::unlink(partial_path().c_str());
+    fail(path_, "cannot move result into place: " + ec.message());
+  }
 }
 
 void write_file_atomically(const std::string& path, const std::string& content) {

@@ -1,11 +1,13 @@
 #pragma once
-// Files that are either complete or absent. A file grows as `<path>.partial`, flushed line by line so a crash
-// leaves evidence, and only becomes `<path>` when commit() renames it (rename is atomic on POSIX).
+// Files that are either complete or absent. A file grows as `<path>.partial` (partial_path_for), flushed line
+// by line, and only becomes `<path>` when commit() renames it (rename is atomic on POSIX).
 //
-// Two modes. Replace (reports, markers): commit() atomically replaces an existing `<path>`. Keep (result
-// logs, which must never be lost or crossed): the `.partial` is created exclusively, so two writers can never
-// share it, and commit() never replaces a file that is already there (renameat2's RENAME_NOREPLACE, or
-// link() where the file system lacks it).
+// Two modes. Replace (exports, reports, markers): commit() atomically replaces an existing regular `<path>`; a
+// directory, device, FIFO or socket there is refused before anything is written, and a file that is not
+// committed (an error, an exception) is removed. Keep (result logs, which must never be lost or crossed): the
+// `.partial` is created exclusively, so two writers can never share it, commit() never replaces a file that is
+// already there (renameat2's RENAME_NOREPLACE, or link() where the file system lacks it), and an uncommitted
+// partial stays as evidence of the run that wrote it.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -34,7 +36,10 @@ class AtomicFile {
   void commit();
 
   const std::string& path() const { return path_; }
-  std::string partial_path() const { return path_ + ".partial"; }
+  std::string partial_path() const { return partial_path_for(path_); }
+  // `<path>.partial`; for a name too long to take the suffix (a legal 250-byte name), the name cut short with a
+  // hash of the whole name in its place, so the partial is still one name per path.
+  static std::string partial_path_for(const std::string& path);
 
  private:
   struct Exclusive {};
@@ -44,6 +49,10 @@ class AtomicFile {
   Existing existing_;
   std::FILE* file_ = nullptr;
 };
+
+// What is at `path` that an output may not replace ("a directory", "a device", "a FIFO", "a socket"); "" when
+// nothing is there, a regular file, or, for a `folder`, a directory.
+std::string blocking_output(const std::string& path, bool folder = false);
 
 // Writes a whole file through AtomicFile, creating parent directories as needed.
 void write_file_atomically(const std::string& path, const std::string& content);

@@ -101,6 +101,17 @@ std::string starting_weights(const WorkloadSettings& settings, const std::string
   return (checkpoint.is_absolute() ? checkpoint : std::filesystem::path(settings.data_dir) / checkpoint).string();
 }
 
+void require_preset_path(const WorkloadSettings& settings, const std::string& key, const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path given(path);
+  std::error_code error;
+  if (!given.is_absolute() && !std::filesystem::is_directory(settings.data_dir, error)) return;
+  const std::filesystem::path resolved = given.is_absolute() ? given : std::filesystem::path(settings.data_dir) / given;
+  const std::string where = settings.config.name() + ": " + key + " " + resolved.string();
+  std::filesystem::status(resolved, error);  // a loop of links or a name too long to look up is named here
+  if (error) fail(where, error == std::errc::no_such_file_or_directory ? "does not exist" : error.message());
+}
+
 WorkloadBase::WorkloadBase(WorkloadSettings settings)
     : settings_(std::move(settings)),
       config_(settings_.config),

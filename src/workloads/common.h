@@ -59,6 +59,10 @@ void seed_torch(const WorkloadSettings& settings);
 // inside the dataset directory, where the MLPerf package keeps it); empty: the seeded initialization.
 std::string starting_weights(const WorkloadSettings& settings, const std::string& init_checkpoint,
                              TrainerPurpose purpose);
+// A file or directory the preset's `key` names (init_checkpoint, target_model), checked when the workload is made:
+// before a dataset is generated or a log reserved. It must exist when it is absolute or its dataset directory
+// does; a relative one inside a dataset still to be generated is the generator's to write.
+void require_preset_path(const WorkloadSettings& settings, const std::string& key, const std::string& path);
 
 class WorkloadBase : public Workload {
  public:

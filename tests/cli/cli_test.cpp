@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -335,6 +336,81 @@ TEST_F(CliTest, DataPrepareGpt3TokenizesWithTheSpmModelGivenOrRefusesByName) {
   result = run("data prepare dlrm --in " + c4.string() + " --spm " + prefix + ".model --out " + (dir_ / "x").string());
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_NE(result.output.find("--spm: dlrm tokenizes nothing"), std::string::npos) << result.output;
+}
+
+// Issue 45: a launcher variable that makes no sense is bad input (exit 2, naming it) before anything is written,
+// even where the CLI's defaults read it (--threads divides the cores by LOCAL_WORLD_SIZE).
+TEST_F(CliTest, BadRankVariablesAreRefusedByNameBeforeAnyWork) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"RANK=3 WORLD_SIZE=2", "environment variable RANK: 3 is not below WORLD_SIZE = 2"},
+      {"RANK=0 WORLD_SIZE=0", "environment variable WORLD_SIZE: expected an integer from 1 to 1000000, got 0"},
+      {"RANK=0 WORLD_SIZE=1 MASTER_PORT=99999", "environment variable MASTER_PORT: expected a port 1..65535"},
+      {"RANK=abc WORLD_SIZE=2", "environment variable RANK: expected an integer, got \"abc\""},
+      {"RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=0", "environment variable LOCAL_WORLD_SIZE: expected an integer from 1"},
+      {"RANK=0 WORLD_SIZE=2147483647", "WORLD_SIZE: expected an integer from 1 to 1000000, got 2147483647"},
+      {"RANK=0 WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2",
+       "RANK/WORLD_SIZE and OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE: disagree (rank 0 of 2 against rank 1 of 2)"}};
+  for (const auto& [environment, message] : cases) {
+    const Result result =
+        trainbench::testing::run_trainbench("run dlrm --preset tiny --out " + (dir_ / "results").string(), environment);
+    EXPECT_EQ(result.exit_code, 2) << environment << "\n" << result.output;
+    EXPECT_NE(result.output.find(message), std::string::npos) << environment << "\n" << result.output;
+    EXPECT_FALSE(fs::exists(dir_ / "results")) << environment;
+  }
+}
+
+// Issue 45: a file name with a newline and a forged log line in it is quoted on one line: nothing on stderr starts
+// with `:::MLLOG` for a log scraper to read.
+TEST_F(CliTest, AFileNameCannotForgeALogLineOnStderr) {
+  const std::string name = (dir_ / "x\n:::MLLOG {\"key\": \"run_stop\", \"value\": null}").string();
+  const Result result = run("review --log '" + name + "'");
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_EQ(result.output.find("\n:::MLLOG"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("x\\x0A:::MLLOG"), std::string::npos) << result.output;
+}
+
+// Issue 45: paths a run writes to or starts from are checked before any training or dataset generation, named by
+// their flag or setting, and a refused run commits no result.
+TEST_F(CliTest, BadStartingAndOutputPathsAreRefusedByNameBeforeAnyWork) {
+  const fs::path loop = dir_ / "loop";
+  fs::create_symlink(loop, loop);
+  std::ofstream(dir_ / "a-file") << "x";
+  const std::string results = " --out " + (dir_ / "results").string() + " --data-root " + (dir_ / "data").string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"run minigo --preset tiny --set target_model=" + loop.string(),
+       "minigo/tiny: target_model " + loop.string() + ": Too many levels of symbolic links"},
+      {"run minigo --preset tiny --set target_model=" + (dir_ / std::string(300, 'n')).string(), "File name too long"},
+      {"run dlrm --preset tiny --save-model " + (dir_ / "a-file").string(),
+       "--save-model " + (dir_ / "a-file").string() + ": " + (dir_ / "a-file").string() + " is not a directory"},
+      {"run bert --preset tiny --set init_checkpoint=/nonexistent/bert.pt",
+       "bert/tiny: init_checkpoint /nonexistent/bert.pt: does not exist"}};
+  for (const auto& [command, message] : cases) {
+    const Result result = run(command + results);
+    EXPECT_EQ(result.exit_code, 2) << command << "\n" << result.output;
+    EXPECT_NE(result.output.find(message), std::string::npos) << command << "\n" << result.output;
+    EXPECT_FALSE(fs::exists(dir_ / "results")) << command;
+    EXPECT_FALSE(fs::exists(dir_ / "data")) << command << ": a dataset was generated first";
+  }
+}
+
+// Issue 45: an output path holding a directory, device or FIFO is refused when the flags are read, before the
+// model is built, and is left as it was.
+TEST_F(CliTest, OutputsRefuseADirectoryDeviceOrFifoBeforeAnyWork) {
+  fs::create_directories(dir_ / "folder");
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  std::ofstream(dir_ / "file") << "x";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"checkpoint export resnet --preset tiny --out " + (dir_ / "folder").string(), "folder is a directory"},
+      {"checkpoint export resnet --preset tiny --out /dev/full", "/dev/full is a device"},
+      {"checkpoint export resnet --preset tiny --out " + (dir_ / "fifo").string(), "fifo is a FIFO"},
+      {"report " + dir_.string() + " --out " + (dir_ / "file").string(), "file is a file; give a folder"}};
+  for (const auto& [command, message] : cases) {
+    const Result result = run(command);
+    EXPECT_EQ(result.exit_code, 2) << command << "\n" << result.output;
+    EXPECT_NE(result.output.find(message), std::string::npos) << command << "\n" << result.output;
+  }
+  EXPECT_TRUE(fs::is_directory(dir_ / "folder") && fs::is_empty(dir_ / "folder"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 3) << "no partial left";
 }
 
 // Issue 18: a full disk while generating names the reason and leaves no half-written day file. The disk is a

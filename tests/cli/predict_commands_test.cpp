@@ -40,6 +40,36 @@ TEST(PredictCli, NamesTheBadFieldOfABenchFile) {
   EXPECT_NE(result.output.find("step_seconds"), std::string::npos) << result.output;
 }
 
+// Issue 45: numbers that are in no range a system has are refused by name, and no NaN or infinite minutes print.
+TEST(PredictCli, NumbersOutOfAnyRangeAreRefusedByName) {
+  const std::string bench = R"({"benchmark": "bert", "global_batch": 448, "ranks": 8, "step_seconds": 0.2})";
+  const std::vector<std::pair<std::string, std::string>> flags = {
+      {"--samples-per-epoch 1e308", "--samples-per-epoch: expected a number above 0 and at most"},
+      {"--converge-at 1e308", "--converge-at: expected a number above 0 and at most"}};
+  for (const auto& [flag, message] : flags) {
+    const auto result = predict_from_bench("bert --nodes 1 --devices-per-node 8 " + flag, bench);
+    EXPECT_EQ(result.exit_code, 2) << flag << "\n" << result.output;
+    EXPECT_NE(result.output.find(message), std::string::npos) << result.output;
+  }
+  for (const auto& [ranks, message] :
+       std::vector<std::pair<std::string, std::string>>{{"0.5", "got 0.5"}, {"1e300", "got 1e+300"}}) {
+    const auto result = predict_from_bench(
+        "bert --nodes 1 --devices-per-node 8",
+        R"({"benchmark": "bert", "global_batch": 448, "ranks": )" + ranks + R"(, "step_seconds": 0.2})");
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    EXPECT_NE(result.output.find("field 'ranks' must be a whole number of ranks from 1 to 1000000, " + message),
+              std::string::npos)
+        << result.output;
+  }
+  const trainbench::data::testing::TempDir temp;
+  std::ofstream(temp.path() / "storage.json") << R"({"dataset_read": {"files_per_second": 1e-320}})";
+  const auto slow = predict_from_bench(
+      "bert --nodes 1 --devices-per-node 8 --storage " + (temp.path() / "storage.json").string(), bench);
+  EXPECT_EQ(slow.exit_code, 2) << slow.output;
+  EXPECT_NE(slow.output.find("field 'files_per_second' must be a number above 0.001"), std::string::npos)
+      << slow.output;
+}
+
 TEST(PredictCli, FromABenchFileTheRcpGivesTheSamples) {
   const auto result = predict_from_bench("bert --nodes 1 --devices-per-node 8 --json",
                                          R"({"benchmark": "bert", "global_batch": 448, "ranks": 8, "step_seconds": 0.2})");

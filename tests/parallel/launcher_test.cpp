@@ -41,6 +41,24 @@ TEST(Launcher, EachRankGetsTheTorchrunVariables) {
   fs::remove_all(dir);
 }
 
+// launch under srun or mpirun (one per node): the scheduler's rank variables do not reach the ranks, whose
+// RANK/WORLD_SIZE would otherwise disagree with them.
+TEST(Launcher, TheSchedulersRankVariablesDoNotReachTheRanks) {
+  ::setenv("SLURM_PROCID", "0", 1);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_launcher_scheduler_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ostringstream messages;
+  const int code = launch_ranks(
+      shell(2, "echo \"[${SLURM_PROCID-unset}] [${OMPI_COMM_WORLD_SIZE-unset}]\" > " + dir.string() + "/rank$RANK"),
+      messages);
+  ::unsetenv("SLURM_PROCID");
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  EXPECT_EQ(code, 0) << messages.str();
+  EXPECT_EQ(read_file((dir / "rank1").string()), "[unset] [unset]\n");
+  fs::remove_all(dir);
+}
+
 TEST(Launcher, AFailedRankIsNamedAndTheOthersAreStopped) {
   std::ostringstream messages;
   const auto begin = std::chrono::steady_clock::now();

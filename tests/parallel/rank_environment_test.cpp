@@ -71,14 +71,40 @@ TEST(RankEnvironment, OpenMpiAcrossNodesNeedsMasterAddr) {
 }
 
 TEST(RankEnvironment, BadValuesNameTheVariable) {
-  EXPECT_THAT(testing::error_message([&] { detect_rank_environment(from({{"RANK", "x"}, {"WORLD_SIZE", "2"}})); }),
-              ::testing::HasSubstr("environment variable RANK: expected an integer >= 0, got \"x\""));
+  EXPECT_THAT(testing::error_message([&] {
+                detect_rank_environment(from({{"RANK", "x"}, {"WORLD_SIZE", "2"}}));
+              }),
+              ::testing::HasSubstr("environment variable RANK: expected an integer, got \"x\""));
+  EXPECT_THAT(
+      testing::error_message([&] {
+        detect_rank_environment(from({{"RANK", "0"}, {"WORLD_SIZE", "2147483647"}}));
+      }),
+      ::testing::HasSubstr("environment variable WORLD_SIZE: expected an integer from 1 to 1000000, got 2147483647"));
   EXPECT_THAT(testing::error_message([&] { detect_rank_environment(from({{"RANK", "2"}, {"WORLD_SIZE", "2"}})); }), ::testing::HasSubstr("environment variable RANK: 2 is not below WORLD_SIZE = 2"));
   EXPECT_THAT(testing::error_message([&] { detect_rank_environment(from({{"RANK", "0"}})); }), ::testing::HasSubstr("environment variables RANK and WORLD_SIZE: must be set together"));
   EXPECT_THAT(testing::error_message([&] {
                 detect_rank_environment(from({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}));
               }),
               ::testing::HasSubstr("environment variable MASTER_PORT: expected a port 1..65535, got 70000"));
+}
+
+// torchrun's variables are read first; a scheduler's set beside them must name the same rank and world.
+TEST(RankEnvironment, TorchrunAndSchedulerVariablesMustAgree) {
+  const RankEnvironment agreed = detect_rank_environment(
+      from({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}));
+  EXPECT_EQ(agreed.rank, 1);
+  EXPECT_THAT(
+      testing::error_message([&] {
+        detect_rank_environment(
+            from({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}));
+      }),
+      ::testing::HasSubstr("environment variables RANK/WORLD_SIZE and OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE: "
+                           "disagree (rank 0 of 2 against rank 1 of 2)"));
+  EXPECT_THAT(testing::error_message([&] {
+                detect_rank_environment(
+                    from({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "4"}}));
+              }),
+              ::testing::HasSubstr("disagree (rank 0 of 2 against rank 0 of 4)"));
 }
 
 TEST(RankEnvironment, FirstSlurmHost) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 #include "util/error.h"
 
@@ -69,6 +71,31 @@ TEST(Calibrate, NvidiaResnetOneNode) {
   // The olympic mean NVIDIA's summarizer publishes (shared/data/mlperf-training-v1.1/README.md).
   EXPECT_NEAR(calibration.published_minutes.value_or(0), 29.1466, 1e-4);
   EXPECT_DOUBLE_EQ(calibration.intra.bytes_per_second, 300e9);
+}
+
+// Issue 45: a system description claiming more devices than the logs' global batch (1e6 nodes for batch 3264
+// predicted 0.00 minutes, -100%) is refused naming it.
+TEST(Calibrate, MoreDevicesThanTheGlobalBatchIsRefusedNamingTheSystemDescription) {
+  const std::string folder = kNvidia + "/results/dgxa100_ngc21.09_mxnet/resnet";
+  if (!std::filesystem::is_directory(folder)) GTEST_SKIP() << folder << " is absent";
+  const auto root = std::filesystem::temp_directory_path() / ("trainbench_calibrate_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(root / "results/box");
+  std::filesystem::create_directories(root / "systems");
+  std::filesystem::copy(folder, root / "results/box/resnet");
+  std::ofstream(root / "systems/box.json") << R"({"number_of_nodes": 1000000, "accelerators_per_node": 8})";
+  try {
+    calibrate_from_logs((root / "results/box/resnet").string(), review::load_ruleset("1.1.0"));
+    ADD_FAILURE() << "calibrated on 8000000 devices for a batch of 3264";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("box.json: number_of_nodes x accelerators_per_node is 8000000 devices for the logs' "
+                        "global batch 3264: more than 64 devices a sample"),
+              std::string::npos)
+        << error.what();
+  }
+  std::ofstream(root / "systems/box.json") << R"({"number_of_nodes": 1e12, "accelerators_per_node": 8})";
+  EXPECT_THROW(calibrate_from_logs((root / "results/box/resnet").string(), review::load_ruleset("1.1.0")), Error);
+  std::filesystem::remove_all(root);
 }
 
 TEST(Calibrate, NvidiaBertCountsSamplesAndHasNoTimedEvaluations) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "test_support.h"
+#include "util/error.h"
 
 namespace trainbench::review {
 namespace {
@@ -177,6 +178,22 @@ TEST(Report, WritesTheFiles) {
   const auto written = write_report(render_report(two_versions(), options), scratch / "out");
   EXPECT_EQ(written.size(), 4u);
   for (const auto& path : written) EXPECT_TRUE(std::filesystem::file_size(path) > 0) << path;
+}
+
+// Issue 45: both files or neither. report.md being a directory once left report.html committed and a partial behind.
+TEST(Report, WritesEveryFileOrNone) {
+  testing::ScratchFolder scratch;
+  const std::string out = scratch / "out";
+  std::filesystem::create_directories(out + "/report.md");
+  try {
+    write_report(render_report(two_versions(), ReportOptions{}), out);
+    ADD_FAILURE() << "a directory at report.md was written over";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("report.md: is a directory"), std::string::npos) << error.what();
+  }
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(out)) left.push_back(entry.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"report.md"});
 }
 
 }  // namespace

@@ -12,9 +12,10 @@ struct BinaryResult {
   std::string output;
 };
 
-inline BinaryResult run_trainbench(const std::string& arguments) {
+// `environment`: variable assignments for the shell to put before the command ("RANK=3 WORLD_SIZE=2").
+inline BinaryResult run_trainbench(const std::string& arguments, const std::string& environment = "") {
   BinaryResult result;
-  FILE* pipe = ::popen((std::string(TRAINBENCH_BINARY) + " " + arguments + " 2>&1").c_str(), "r");
+  FILE* pipe = ::popen((environment + " " + TRAINBENCH_BINARY + " " + arguments + " 2>&1").c_str(), "r");
   char buffer[4096];
   while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
   const int status = ::pclose(pipe);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <set>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,6 +37,38 @@ std::string error_of(const std::function<void()>& action) {
     return error.what();
   }
   return "";
+}
+
+// Issue 45: an output lands on a regular file or on nothing. A directory, FIFO or device at the path is refused
+// before anything is written, and an output that is not committed leaves nothing behind.
+TEST_F(AtomicFileTest, ReplaceModeRefusesWhatIsNotAFileAndLeavesNothingUncommitted) {
+  fs::create_directories(dir_ / "folder");
+  EXPECT_NE(error_of([&] { AtomicFile((dir_ / "folder").string()); }).find("folder: is a directory; give the path of"),
+            std::string::npos);
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  EXPECT_NE(error_of([&] { AtomicFile((dir_ / "fifo").string()); }).find("fifo: is a FIFO"), std::string::npos);
+  EXPECT_NE(error_of([&] { AtomicFile("/dev/null"); }).find("/dev/null: is a device"), std::string::npos);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2) << "no partial left";
+
+  const std::string path = (dir_ / "export.pt").string();
+  {
+    AtomicFile abandoned(path);
+    abandoned.write("half");
+  }  // an exception unwinding past the writer
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".partial"));
+}
+
+// A legal name of 250 bytes cannot take ".partial"; its partial is the name cut short with a hash, one per path.
+TEST_F(AtomicFileTest, ALongLegalNameIsWrittenThroughAShortenedPartial) {
+  const std::string name(250, 'n'), other = std::string(249, 'n') + "m";
+  const std::string partial = AtomicFile::partial_path_for((dir_ / name).string());
+  EXPECT_LE(fs::path(partial).filename().string().size(), 255u);
+  EXPECT_NE(partial, AtomicFile::partial_path_for((dir_ / other).string()));
+  EXPECT_EQ(AtomicFile::partial_path_for((dir_ / "short").string()), (dir_ / "short.partial").string());
+  write_file_atomically((dir_ / name).string(), "done");
+  EXPECT_EQ(read_file((dir_ / name).string()), "done");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
 }
 
 TEST_F(AtomicFileTest, ReplaceModeReplacesAndKeepModeNeverDoes) {

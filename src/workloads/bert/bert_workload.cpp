@@ -379,6 +379,7 @@ class BertWorkload : public WorkloadBase {
   explicit BertWorkload(WorkloadSettings settings)
       : WorkloadBase(std::move(settings)), preset_(read_settings<Settings>(config_)) {
     check_settings(config_, preset_);
+    require_preset_path(settings_, "init_checkpoint", preset_.init_checkpoint);
     plan_ = plan_for(config_, preset_, communicator_->world());  // before the log opens
   }
 

@@ -716,6 +716,9 @@ class MinigoWorkload : public WorkloadBase {
   explicit MinigoWorkload(WorkloadSettings settings)
       : WorkloadBase(std::move(settings)), preset_(read_settings<Settings>(config_)) {
     check_settings(config_, preset_);
+    // target_model is read from the working directory, not the dataset's.
+    if (!preset_.target_model.empty())
+      require_preset_path(settings_, "target_model", fs::absolute(preset_.target_model).string());
   }
 
   WorkloadDescription describe() const override {
