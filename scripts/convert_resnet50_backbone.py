@@ -4,11 +4,11 @@
 
     /usr/bin/python3 scripts/convert_resnet50_backbone.py resnet50-0676ba61.pth resnet50-body.pt
 
-The output is a plain dict {tensor name: tensor} saved by torch.save (zip format, which LibTorch's
-torch::pickle_load reads), holding torchvision's names for the whole body: conv1, bn1, layer1..layer4 (weights
-and batch-norm weight, bias, running_mean, running_var); fc is dropped. The body's batch norms are the
-reference's FrozenBatchNorm2d, which has no eps, so the converter folds torchvision's eps (1e-5) into
-running_var: the frozen map then equals torchvision's batch norm in eval mode exactly.
+The output is a dict {tensor name: tensor} saved by torch.save, holding torchvision's names for the whole body:
+conv1, bn1, layer1..layer4 (weights and batch-norm weight, bias, running_mean, running_var); fc is dropped. The
+body's batch norms are the reference's FrozenBatchNorm2d, which has no eps, so the converter folds torchvision's
+eps (1e-5) into running_var: the frozen map then equals torchvision's batch norm in eval mode exactly. That change
+of values is why this script exists; trainbench reads torchvision's file format as it is (docs/checkpoints.md).
 
 Pass it with --set backbone_weights_source=torchvision: the body then puts each stage's stride in the 3x3
 convolution and feeds RGB 0..1 normalised by ImageNet's mean and std, as torchvision's ResNet-50 (v1.5) was

@@ -5,10 +5,10 @@
 //
 // Why not LibTorch's unpickler: it trusts its input (it rebuilds whatever classes a file names), and these
 // readers must work in the torch-free layers. This reader runs only the opcodes that build the eight plain types
-// (protocols 2 to 5, as torch.save and pickle.dump write them); a global (GLOBAL, STACK_GLOBAL, REDUCE, BUILD,
-// ...), bytes, sets, persistent ids and any unknown opcode are refused by name. Nesting is at most 64 levels and
-// a file builds at most a million values, however it shares them through the memo. (A later issue replaces the
-// LibTorch unpickler everywhere.)
+// (protocols 2 to 5, as torch.save and pickle.dump write them) on the pickle machine of util/torch_format.h; a
+// global (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, ...), bytes, sets, persistent ids and any unknown opcode are
+// refused by name. Nesting is at most 64 levels and a file builds at most a million values, however it shares
+// them through the memo. Tensors: util/torch_file.h.
 #include <cstdint>
 #include <string>
 #include <utility>

@@ -1,12 +1,11 @@
 #include "workloads/checkpoint.h"
 
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <map>
 
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/torch_file.h"
 
 namespace trainbench {
 
@@ -20,7 +19,28 @@ std::string name_list(const std::vector<std::string>& names, size_t limit = 8) {
   return text;
 }
 
+torch::ScalarType scalar_type(TorchDtype dtype) {
+  constexpr torch::ScalarType kInTorchDtypeOrder[] = {
+      torch::kFloat64, torch::kFloat32, torch::kFloat16, torch::kBFloat16, torch::kInt64,
+      torch::kInt32,   torch::kInt16,   torch::kInt8,    torch::kUInt8,    torch::kBool};
+  return kInTorchDtypeOrder[static_cast<int>(dtype)];
+}
+
 }  // namespace
+
+std::map<std::string, torch::Tensor> read_state_dict_file(const std::string& path) {
+  std::map<std::string, torch::Tensor> tensors;
+  for (StoredTensor& stored : read_torch_state_dict(path)) {
+    if (const int64_t element = first_non_finite(stored); element >= 0)
+      fail(path + ": " + stored.name,
+           "element " + std::to_string(element) + " is NaN or infinite; weights must be finite");
+    torch::Tensor tensor = torch::empty(stored.shape, torch::TensorOptions().dtype(scalar_type(stored.dtype)));
+    std::memcpy(tensor.data_ptr(), stored.bytes.data(), stored.bytes.size());
+    std::string().swap(stored.bytes);  // the file's copy goes as the model's arrives
+    tensors.emplace(stored.name, std::move(tensor));
+  }
+  return tensors;
+}
 
 StateDict module_state(const torch::nn::Module& module) {
   StateDict state;
@@ -47,24 +67,7 @@ void save_state_dict(const StateDict& state, const std::string& path) {
 }
 
 void load_state_dict(const std::string& path, const StateDict& targets) {
-  if (std::filesystem::is_directory(path))
-    fail("--weights " + path, "is a directory; this benchmark starts from a file torch.save wrote");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("--weights " + path, "cannot read the file");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  c10::IValue loaded;
-  try {
-    loaded = torch::pickle_load(bytes);
-  } catch (const c10::Error& error) {
-    fail("--weights " + path, std::string("is not a file torch.save wrote: ") + error.what_without_backtrace());
-  }
-  if (!loaded.isGenericDict()) fail("--weights " + path, "holds a " + loaded.tagKind() + ", not a dict of tensors (a state_dict)");
-  std::map<std::string, torch::Tensor> file;
-  for (const auto& item : loaded.toGenericDict()) {
-    if (!item.key().isString() || !item.value().isTensor())
-      fail("--weights " + path, "holds an entry that is not a name and a tensor (" + item.key().tagKind() + ")");
-    file[item.key().toStringRef()] = item.value().toTensor();
-  }
+  const std::map<std::string, torch::Tensor> file = read_state_dict_file(path);
 
   std::vector<std::string> missing, misshaped, unexpected;
   std::map<std::string, bool> expected;

@@ -3,6 +3,7 @@
 // tensor, under the names and layouts of the official implementation (torchvision's ResNet-50, the v1.1
 // reference's Unet3D, ...), so a model trained here can be handed to the reference's own code and the
 // official starting points can be read in. docs/checkpoints.md says which file each benchmark reads and writes.
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,9 +30,14 @@ StateDict with_renamed_prefixes(StateDict state, const std::vector<std::pair<std
 // not at all.
 void save_state_dict(const StateDict& state, const std::string& path);
 
-// Reads a dict of tensors written by torch.save or save_state_dict and copies it into `targets`, converting
-// device and dtype. A file whose names or shapes differ from the targets' is refused, listing the missing,
-// unexpected and mis-shaped tensors, before any tensor is changed.
+// The tensors of the state dict torch.save (Python's or save_state_dict) wrote at `path`, by name, on the CPU:
+// read by util/torch_file.h, which refuses an unsafe or damaged file naming it and the cause. A NaN or an
+// infinity is refused naming the file and the tensor: training would only diverge from it.
+std::map<std::string, torch::Tensor> read_state_dict_file(const std::string& path);
+
+// Reads a dict of tensors written by torch.save or save_state_dict (read_state_dict_file) and copies it into
+// `targets`, converting device and dtype. A file whose names or shapes differ from the targets' is refused, listing the
+// missing, unexpected and mis-shaped tensors, before any tensor is changed.
 void load_state_dict(const std::string& path, const StateDict& targets);
 
 }  // namespace trainbench

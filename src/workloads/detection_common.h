@@ -5,8 +5,7 @@
 // body module.
 // Header-only, so neither benchmark's translation unit depends on the other's.
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "harness/workload.h"
 #include "parallel/context.h"
 #include "util/error.h"
+#include "workloads/checkpoint.h"
 #include "workloads/common.h"
 
 namespace trainbench {
@@ -130,21 +130,13 @@ inline void log_dropped_boxes(const detection::CocoDetectionSet& train, const de
 // num_batches_tracked aside). A missing tensor or another shape is an Error naming the file and the tensor;
 // `how_to_make` says in the error for an unreadable file how such a file is made.
 inline void load_module_state(const std::string& path, torch::nn::Module& module, const std::string& how_to_make) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot read the backbone weights (" + how_to_make + ")");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const c10::impl::GenericDict state = [&] {
-    try {
-      return torch::pickle_load(bytes).toGenericDict();
-    } catch (const c10::Error& error) {
-      fail(path, std::string("is not a dict of tensors saved by torch.save: ") + error.what_without_backtrace());
-    }
-  }();
+  if (!std::filesystem::is_regular_file(path)) fail(path, "cannot read the backbone weights (" + how_to_make + ")");
+  const std::map<std::string, torch::Tensor> state = read_state_dict_file(path);
   torch::NoGradGuard no_grad;
   auto copy = [&](const std::string& name, torch::Tensor& target) {
     const auto found = state.find(name);
-    if (found == state.end() || !found->value().isTensor()) fail(path, "has no tensor '" + name + "'");
-    const torch::Tensor source = found->value().toTensor();
+    if (found == state.end()) fail(path, "has no tensor '" + name + "'");
+    const torch::Tensor& source = found->second;
     if (source.sizes() != target.sizes())
       fail(path + ": " + name,
            "has shape " + c10::str(source.sizes()) + ", the model expects " + c10::str(target.sizes()));

@@ -202,6 +202,21 @@ TEST_F(CheckpointTest, ExportedMaskRcnnLoadsIntoTheReferenceGeneralizedRcnnStric
   if (!ran) GTEST_SKIP() << "no v1.1 reference code at " << TRAINBENCH_REFERENCE_CODE_DIR;
 }
 
+// Issue 45: what Python writes of every dtype the benchmarks use (an OrderedDict with a Parameter, views of one
+// storage, 0-d and empty tensors, in the legacy format) reads here and, written back by save_state_dict, loads
+// in Python with the same names, dtypes, shapes and bytes.
+TEST_F(CheckpointTest, EveryDtypeRoundTripsFromPythonThroughTrainbenchBackToPythonBitForBit) {
+  if (!testing::python_has("torch")) GTEST_SKIP() << "python3-torch is not installed";
+  ASSERT_TRUE(testing::succeeded(
+      testing::run_python_script(TRAINBENCH_TORCH_FILE_REFERENCE_SCRIPT, "write " + dir_.path().string())));
+  StateDict state;
+  for (const auto& [name, tensor] : read_state_dict_file(path("legacy.pt"))) state.push_back({name, tensor});
+  ASSERT_EQ(state.size(), 17u);
+  save_state_dict(state, path("back.pt"));
+  EXPECT_TRUE(testing::succeeded(testing::run_python_script(TRAINBENCH_TORCH_FILE_REFERENCE_SCRIPT,
+                                                            "compare " + path("zip.pt") + " " + path("back.pt"))));
+}
+
 // The mini preset's BERT in NVIDIA's v1.1 BertForPretraining (modeling.py with the unfused layers
 // convert_tf_checkpoint.py sets, the vocabulary padded to a multiple of 8): every tensor loads strictly and the
 // masked-LM logits at every position and the next-sentence logits agree. The file reads back into trainbench.

@@ -1,8 +1,7 @@
 #include "workloads/bert/model.h"
 
 #include <cmath>
-#include <fstream>
-#include <iterator>
+#include <cstring>
 #include <limits>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -441,28 +440,36 @@ std::vector<optim::Parameter> optimizer_parameters(const BertForPreTraining& mod
   return parameters;
 }
 
-void load_checkpoint(BertForPreTraining& model, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open the BERT checkpoint");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  c10::IValue loaded;
-  try {
-    loaded = torch::pickle_load(bytes);
-  } catch (const c10::Error& error) {
-    fail(path, std::string("is not a torch.save'd dict of tensors: ") + error.what_without_backtrace());
-  }
-  if (loaded.isGenericDict() && loaded.toGenericDict().size() == 1 && loaded.toGenericDict().contains("model"))
-    loaded = loaded.toGenericDict().at("model");  // {"model": state_dict}, as NVIDIA's converter saves it
-  if (!loaded.isGenericDict()) fail(path, "expected a dict {parameter name: tensor} (see docs/bert-checkpoint.md)");
+namespace {
+
+constexpr const char* kDecoderBias = "cls.predictions.decoder.bias";
+
+// The names other BERT code saves under, as trainbench's: DDP's "module." prefix and TensorFlow's LayerNorm
+// gamma / beta (older converters keep them). Hugging Face's position_ids buffer holds only 0, 1, 2, ... and is
+// dropped.
+std::map<std::string, torch::Tensor> with_trainbench_names(std::map<std::string, torch::Tensor> file,
+                                                           const std::string& path) {
   std::map<std::string, torch::Tensor> tensors;
-  for (const auto& entry : loaded.toGenericDict()) {
-    if (!entry.key().isString() || !entry.value().isTensor())
-      fail(path, "expected a dict of string names to tensors (see docs/bert-checkpoint.md)");
-    tensors[entry.key().toStringRef()] = entry.value().toTensor();
+  for (auto& [stored_name, tensor] : file) {
+    std::string name = stored_name.rfind("module.", 0) == 0 ? stored_name.substr(7) : stored_name;
+    for (const auto& [tensorflow, torch_name] :
+         {std::pair{"LayerNorm.gamma", "LayerNorm.weight"}, std::pair{"LayerNorm.beta", "LayerNorm.bias"}})
+      if (const size_t at = name.find(tensorflow); at != std::string::npos)
+        name.replace(at, std::strlen(tensorflow), torch_name);
+    if (name == "bert.embeddings.position_ids") continue;
+    if (!tensors.emplace(name, std::move(tensor)).second) fail(path, "holds " + name + " under two names");
   }
+  return tensors;
+}
+
+}  // namespace
+
+void load_checkpoint(BertForPreTraining& model, const std::string& path) {
+  // A {"model": ...} is unwrapped by the reader.
+  std::map<std::string, torch::Tensor> tensors = with_trainbench_names(read_state_dict_file(path), path);
   // NVIDIA's layout: the vocabulary rows past vocab_size, up to the next multiple of 8, are padding.
   const int64_t vocab = model->options().vocab_size(), padded = padded_vocab_size(vocab);
-  for (const char* name : {kWordEmbeddings, kDecoderWeight, kOutputBias}) {
+  for (const char* name : {kWordEmbeddings, kDecoderWeight, kOutputBias, kDecoderBias}) {
     const auto found = tensors.find(name);
     if (found != tensors.end() && found->second.dim() >= 1 && found->second.size(0) == padded && padded != vocab)
       found->second = found->second.narrow(0, 0, vocab);
@@ -472,6 +479,12 @@ void load_checkpoint(BertForPreTraining& model, const std::string& path) {
     if (embeddings == tensors.end() || !torch::equal(decoder->second, embeddings->second))
       fail(path, std::string(kDecoderWeight) + " differs from " + kWordEmbeddings + ": trainbench ties the decoder to the word embeddings");
     tensors.erase(decoder);
+  }
+  if (const auto decoder_bias = tensors.find(kDecoderBias); decoder_bias != tensors.end()) {
+    const auto bias = tensors.find(kOutputBias);
+    if (bias == tensors.end() || !torch::equal(decoder_bias->second, bias->second))
+      fail(path, std::string(kDecoderBias) + " differs from " + kOutputBias + ", the one output bias trainbench has");
+    tensors.erase(decoder_bias);
   }
   torch::NoGradGuard no_grad;
   for (auto& item : model->named_parameters()) {

@@ -173,8 +173,11 @@ std::vector<optim::Parameter> optimizer_parameters(const BertForPreTraining& mod
 // these parameter names, as torch.save writes it, or such a dict under "model" (as NVIDIA's
 // convert_tf_checkpoint.py saves one). The layout of NVIDIA's BertForPretraining is read too: a vocabulary
 // padded to a multiple of 8 (the padding rows are dropped) and the tied decoder's weight
-// (cls.predictions.decoder.weight, which must equal the word embeddings). Every parameter must be present
-// with its shape; extra entries are an error naming them. Throws Error naming the file.
+// (cls.predictions.decoder.weight, which must equal the word embeddings), and the names other code saves: a
+// "module." prefix, LayerNorm gamma / beta, position_ids (dropped), a decoder bias equal to cls.predictions.bias.
+// The file is read by read_state_dict_file (util/torch_file.h): Python's own files, zip or legacy, dict or
+// OrderedDict. Every parameter must be present with its shape; extra entries are an error naming them. Throws
+// Error naming the file.
 void load_checkpoint(BertForPreTraining& model, const std::string& path);
 
 // Writes the model as the state dict of NVIDIA's v1.1 BertForPretraining (modeling.py, built with the

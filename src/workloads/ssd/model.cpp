@@ -204,8 +204,7 @@ int64_t SsdImpl::forward_macs() const {
 }
 
 void SsdImpl::load_backbone(const std::string& path) {
-  load_module_state(path, *backbone,
-                    "convert torchvision's resnet34-333f7ec4.pth with scripts/convert_resnet34_backbone.py; docs/ssd.md");
+  load_module_state(path, *backbone, "torchvision's resnet34-333f7ec4.pth, as it is; docs/ssd.md");
 }
 
 std::vector<std::string> SsdImpl::mlperf_tensor_names() const {

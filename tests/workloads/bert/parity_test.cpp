@@ -160,5 +160,33 @@ TEST(BertCheckpoint, MissingWrongShapeAndExtraTensorsAreErrorsNamingThem) {
   fs::remove(path);
 }
 
+// What other BERT code saves loads as it is, with no conversion script: Python's legacy torch.save of
+// {"model": OrderedDict} under DDP's "module." prefix, TensorFlow's LayerNorm gamma / beta, Hugging Face's
+// position_ids, the tied decoder and its bias.
+TEST(BertCheckpoint, ReadsPythonsFilesUnderOtherCodesNames) {
+  if (!testing::python_has("torch")) GTEST_SKIP() << "python3-torch is not installed";
+  const auto options = BertOptions().vocab_size(110).hidden(8).layers(1).heads(2).intermediate(8).max_positions(8);
+  BertForPreTraining model(options);
+  const fs::path dir = fs::temp_directory_path() / ("trainbench_bert_names_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  c10::Dict<std::string, torch::Tensor> complete;
+  for (const auto& item : model->named_parameters()) complete.insert(item.key(), item.value().detach().clone());
+  save_dict(complete, dir / "plain.pt");
+  ASSERT_TRUE(testing::succeeded(testing::run_python(
+      "-c \"import collections, sys, torch; state = torch.load(sys.argv[1]); "
+      "renamed = collections.OrderedDict(('module.' + k.replace('LayerNorm.weight', 'LayerNorm.gamma')"
+      ".replace('LayerNorm.bias', 'LayerNorm.beta'), v) for k, v in state.items()); "
+      "renamed['module.bert.embeddings.position_ids'] = torch.arange(8).unsqueeze(0); "
+      "renamed['module.cls.predictions.decoder.weight'] = state['bert.embeddings.word_embeddings.weight']; "
+      "renamed['module.cls.predictions.decoder.bias'] = state['cls.predictions.bias']; "
+      "torch.save({'model': renamed}, sys.argv[2], _use_new_zipfile_serialization=False)\" " +
+      (dir / "plain.pt").string() + " " + (dir / "other.pt").string())));
+  BertForPreTraining loaded(options);
+  load_checkpoint(loaded, (dir / "other.pt").string());
+  for (const auto& item : loaded->named_parameters())
+    EXPECT_TRUE(torch::equal(item.value(), complete.at(item.key()))) << item.key();
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace trainbench::bert
