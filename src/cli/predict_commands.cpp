@@ -413,8 +413,9 @@ void add_predict_check(CLI::App& app) {
   command->add_option("organization", flags->organization, "A submission's <org> folder (results/, systems/)")
       ->required()
       ->check(CLI::ExistingDirectory);
-  command->add_option("--markdown", flags->markdown, "Also write the table as Markdown to FILE");
-  command->add_option("--svg", flags->svg, "Also write the chart of minutes against nodes to FILE");
+  command->add_option("--markdown", flags->markdown, "Also write the table as Markdown to FILE")->check(output_file());
+  command->add_option("--svg", flags->svg, "Also write the chart of minutes against nodes to FILE")
+      ->check(output_file());
   command->add_option("--ruleset", flags->ruleset, "Ruleset (scoring and RCP tables)")->capture_default_str();
   flags->exchange.add_to(command);
   command->add_flag("--json", flags->json, "Print the rows as JSON");

@@ -103,6 +103,14 @@ TEST(PredictCli, CheckWritesTheTableAndChart) {
   EXPECT_TRUE(fs::is_regular_file(svg));
   EXPECT_TRUE(fs::is_regular_file(table));
   EXPECT_NE(result.output.find("| resnet | 540 |"), std::string::npos) << result.output;
+  // Issue 45: a directory at --markdown is refused when the flags are read, and nothing is left beside it.
+  fs::create_directories(temp.path() / "table-dir");
+  const auto refused =
+      run_trainbench("predict-check " + kNvidia + " --markdown " + (temp.path() / "table-dir").string());
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("table-dir is a directory; give the path of a file to write"), std::string::npos)
+      << refused.output;
+  EXPECT_FALSE(fs::exists(temp.path() / "table-dir.partial"));
 }
 
 // A bench of one GPT-3 layer: 8 sequences on one device in 2 s.
