@@ -153,14 +153,20 @@ TEST(BenchRun, ProfilesAsManyMoreStepsIntoAChromeTraceAndAnOperatorTable) {
   EXPECT_EQ(calls, 1 + 2 + 2);
   EXPECT_NE(printed.find("profile: 2 more steps"), std::string::npos) << printed;
   EXPECT_NE(printed.find("aten::mm "), std::string::npos) << printed;
-  EXPECT_NE(printed.find("MmBackward0"), std::string::npos) << printed;  // autograd's nodes are profiled too
 
   const nlohmann::json events = nlohmann::json::parse(read_file(trace.string()));
   std::filesystem::remove(trace);
   int64_t mm_events = 0;
-  for (const auto& event : events)
-    if (event.at("name") == "aten::mm" && event.at("ph") == "X") ++mm_events;
+  int64_t mm_backward_events = 0;
+  for (const auto& event : events) {
+    if (event.at("ph") != "X") continue;
+    if (event.at("name") == "aten::mm") ++mm_events;
+    if (event.at("name") == "MmBackward0") ++mm_backward_events;
+  }
   EXPECT_GE(mm_events, 2 * 3);  // one forward and two backward products per profiled step
+  // Autograd's nodes are profiled too. Not asked of the table: it shows the 15 largest self times, and on a busy
+  // machine MmBackward0's few microseconds can fall below its 15th row.
+  EXPECT_EQ(mm_backward_events, 2);
 }
 
 TEST(OperatorTimes, SelfTimeIsTotalLessTheNestedOperatorsAcrossThreads) {
