@@ -1,11 +1,13 @@
 // `trainbench predict` and `trainbench predict-check`: thin glue over src/predict (torch-free). predict takes
 // a calibration (published result logs or a `bench --json`), links (given, from `probe comm --json`, or the
 // system description beside the logs) and prints the predicted minutes with their parts; predict-check
-// runs the model against a submission's own multi-node results. `predict gpt3` is the 3-D model
-// (predict/three_d.h): one tensor × pipeline × data layout, the search over layouts, or that search per link speed.
+// runs the model against a submission's own multi-node results. `predict gpt3` (and `predict bert` given a layout,
+// --plan or --sweep) is the 3-D model (predict/three_d.h): one tensor × pipeline × data layout, the search over
+// layouts, or that search per link speed; `predict-check --calibrate` checks it against published results.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -24,6 +26,8 @@
 namespace trainbench::cli {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 std::string json_text(const nlohmann::ordered_json& value) { return value.dump(2) + "\n"; }
 
@@ -83,7 +87,7 @@ struct ExchangeFlags {
   }
 };
 
-// The 3-D model of a GPT-style model (predict/three_d.h): a layout, or the search over layouts.
+// The 3-D model of a transformer (predict/three_d.h): a layout, or the search over layouts.
 struct ThreeDFlags {
   int tensor = 0, pipeline = 0, micro_batch = 1, interleave = 1;
   std::string calibration_layout, sweep, published;
@@ -92,38 +96,46 @@ struct ThreeDFlags {
   bool in_network = false, distributed_optimizer = false, plan = false;
 
   void add_to(CLI::App* command) {
-    command->add_option("--tensor-parallel", tensor, "gpt3: tensor-parallel size T")->check(whole_number(1, 1 << 20));
-    command->add_option("--pipeline-parallel", pipeline, "gpt3: pipeline stages P")->check(whole_number(1, 1 << 20));
-    command->add_option("--micro-batch", micro_batch, "gpt3: sequences per micro-batch")
+    command->add_option("--tensor-parallel", tensor, "gpt3, bert: tensor-parallel size T")
+        ->check(whole_number(1, 1 << 20));
+    command->add_option("--pipeline-parallel", pipeline, "gpt3, bert: pipeline stages P")
+        ->check(whole_number(1, 1 << 20));
+    command->add_option("--micro-batch", micro_batch, "gpt3, bert: sequences per micro-batch")
         ->capture_default_str()
         ->check(whole_number(1, 1 << 20));
-    command->add_option("--interleave", interleave, "gpt3: model chunks per pipeline rank (interleaved 1F1B's v)")
+    command->add_option("--interleave", interleave, "gpt3, bert: model chunks per pipeline rank (interleaved 1F1B's v)")
         ->capture_default_str()
         ->check(whole_number(1, 1 << 20));
     command->add_option("--calibration-layout", calibration_layout,
-                        "gpt3 with --calibrate: the published run's layout, e.g. tp=4,pp=8,v=12,b=1");
-    command->add_option("--bench-layers", bench_layers, "gpt3 with --bench: the layers the bench ran")
+                        "gpt3, bert with --calibrate: the published run's layout, e.g. tp=4,pp=8,v=12,b=1");
+    command->add_option("--bench-layers", bench_layers, "gpt3, bert with --bench: the layers the bench ran")
         ->check(whole_number(1, 1 << 20));
-    command->add_option("--global-batch", global_batch, "gpt3: sequences per step (default: the calibration's)")
+    command->add_option("--global-batch", global_batch, "gpt3, bert: sequences per step (default: the calibration's)")
         ->check(whole_number(1, 1 << 24));
-    command->add_option("--device-memory-gib", device_memory_gib, "gpt3: memory of one device, GiB")
+    command->add_option("--device-memory-gib", device_memory_gib, "gpt3, bert: memory of one device, GiB")
         ->check(number_above(0));
-    command->add_flag("--in-network", in_network,
-                      "gpt3: the data-parallel all-reduce is summed in the switches (SHARP): each device sends and "
-                      "receives its shard once");
-    command->add_option("--switch-latency-us", switch_latency_us, "gpt3 with --in-network: the switches' latency")
+    command->add_flag(
+        "--in-network", in_network,
+        "gpt3, bert: the data-parallel all-reduce is summed in the switches (SHARP): each device sends and "
+        "receives its shard once");
+    command->add_option("--switch-latency-us", switch_latency_us, "gpt3, bert with --in-network: the switches' latency")
         ->check(number_at_least(0));
-    command->add_flag("--distributed-optimizer", distributed_optimizer,
-                      "gpt3: the fp32 master weights and Adam's state are sharded over the data-parallel ranks");
+    command->add_flag(
+        "--distributed-optimizer", distributed_optimizer,
+        "gpt3, bert: the fp32 master weights and the optimizer's moments are sharded over the data-parallel ranks");
     command
-        ->add_option("--published", published,
-                     "gpt3: the published results of the predicted configuration (a results/<system>/gpt3/ "
-                     "folder): their olympic score, as review scores it, and the prediction's error")
+        ->add_option(
+            "--published", published,
+            "gpt3, bert: the published results of the predicted configuration (a results/<system>/<benchmark>/ "
+            "folder): their olympic score, as review scores it, and the prediction's error")
         ->check(CLI::ExistingPath);
-    command->add_flag("--plan", plan, "gpt3: search every layout that divides the model and batch and fits");
+    command->add_flag("--plan", plan, "gpt3, bert: search every layout that divides the model and batch and fits");
     command->add_option("--sweep", sweep,
-                        "gpt3: the search at each inter-node bandwidth, e.g. inter-bandwidth=25,50,100");
+                        "gpt3, bert: the search at each inter-node bandwidth, e.g. inter-bandwidth=25,50,100");
   }
+
+  // bert takes the 3-D model only when asked for one; without these it is the data-parallel model.
+  bool layout_given() const { return tensor > 0 || pipeline > 0 || plan || !sweep.empty(); }
 
   bool given() const {
     return tensor > 0 || pipeline > 0 || micro_batch != 1 || interleave != 1 || !calibration_layout.empty() ||
@@ -177,29 +189,19 @@ predict::DeviceCalibration three_d_calibration(const PredictFlags& flags, const 
     if (flags.three_d.calibration_layout.empty())
       fail("--calibration-layout", "give the published run's layout with --calibrate, e.g. tp=4,pp=8,v=12,b=1");
     const predict::Calibration logs = predict::calibrate_from_logs(flags.calibrate, ruleset);
-    if (logs.benchmark != flags.benchmark) fail("predict", "the calibration is " + logs.benchmark + ", not gpt3");
-    predict::Cluster cluster;
-    cluster.nodes = logs.nodes;
-    cluster.devices_per_node = logs.devices_per_node;
+    if (logs.benchmark != flags.benchmark)
+      fail("predict", "the calibration is " + logs.benchmark + ", not " + flags.benchmark);
+    predict::Cluster cluster = predict::cluster_of(logs);
     cluster.intra = flags.intra.resolve(logs.intra);
     cluster.inter = flags.inter.resolve(logs.inter);
-    predict::ModelRun at_calibration = model;
-    at_calibration.global_batch = logs.global_batch;
     return predict::calibrate_from_run(
-        logs, at_calibration, predict::parse_layout(flags.three_d.calibration_layout, "--calibration-layout"), cluster);
+        logs, model, predict::parse_layout(flags.three_d.calibration_layout, "--calibration-layout"), cluster);
   }
   if (flags.three_d.bench_layers < 1) fail("--bench-layers", "give the layers the bench ran with --bench");
   const predict::Calibration bench = predict::calibration_from_bench_json(flags.bench_json.front());
-  if (bench.benchmark != flags.benchmark) fail("predict", "the calibration is " + bench.benchmark + ", not gpt3");
-  return predict::calibrate_from_bench(bench, model.shape, flags.three_d.bench_layers);
-}
-
-nlohmann::ordered_json to_json(const predict::DeviceCalibration& calibration) {
-  return {{"source", calibration.source},
-          {"flops_per_second_per_device", calibration.flops_per_second},
-          {"step_seconds", calibration.step_seconds},
-          {"step_parts", predict::to_json(calibration.parts)},
-          {"run", predict::to_json(calibration.run)}};
+  if (bench.benchmark != flags.benchmark)
+    fail("predict", "the calibration is " + bench.benchmark + ", not " + flags.benchmark);
+  return predict::calibrate_from_bench(bench, model, flags.three_d.bench_layers);
 }
 
 // The search at each inter-node bandwidth: the best layout, and the best whose tensor group leaves the node.
@@ -239,7 +241,7 @@ void print_plan(const PredictFlags& flags, const predict::DeviceCalibration& cal
     nlohmann::ordered_json out = {{"best", predict::to_json(found.front())}, {"runners_up", nlohmann::json::array()}};
     for (size_t i = 1; i < shown; ++i) out["runners_up"].push_back(predict::to_json(found[i]));
     out["layouts_that_fit"] = found.size();
-    out["calibration"] = to_json(calibration);
+    out["calibration"] = predict::to_json(calibration);
     std::cout << json_text(out);
     return;
   }
@@ -250,9 +252,10 @@ void print_plan(const PredictFlags& flags, const predict::DeviceCalibration& cal
 void predict_three_d(const PredictFlags& flags, const review::Ruleset& ruleset) {
   if (flags.calibrate.empty() == flags.bench_json.empty())
     fail("predict", "give one calibration: --calibrate PATH (result logs) or --bench FILE (bench --json)");
+  if (flags.per_device_batch > 0)
+    fail("--per-device-batch", "the 3-D model takes the batch as --global-batch and --micro-batch");
   const ThreeDFlags& three_d = flags.three_d;
-  predict::ModelRun model;
-  model.shape = predict::gpt3_175b_shape();
+  predict::ModelRun model = predict::mlperf_model_run(flags.benchmark, "predict");
   model.distributed_optimizer = three_d.distributed_optimizer;
   const predict::DeviceCalibration calibration = three_d_calibration(flags, ruleset, model);
   model.global_batch = three_d.global_batch > 0 ? three_d.global_batch : calibration.run.global_batch;
@@ -288,7 +291,7 @@ void predict_three_d(const PredictFlags& flags, const review::Ruleset& ruleset) 
                   minutes, published.runs, 100 * error);
     text += line;
   }
-  out["calibration"] = to_json(calibration);
+  out["calibration"] = predict::to_json(calibration);
   std::cout << (flags.json ? json_text(out) : text);
 }
 
@@ -298,7 +301,7 @@ void add_predict(CLI::App& app) {
   command
       ->add_option("benchmark", flags->benchmark,
                    "Benchmark (resnet, bert, ssd, maskrcnn, rnnt, unet3d, dlrm, minigo; gpt3 under a tensor x pipeline "
-                   "x data layout)")
+                   "x data layout, and bert too given one, --plan or --sweep)")
       ->required();
   command->add_option("--nodes", flags->nodes, "Nodes")->required()->check(whole_number(1, 1 << 20));
   command->add_option("--devices-per-node", flags->devices_per_node, "Devices (ranks) per node")
@@ -340,11 +343,15 @@ void add_predict(CLI::App& app) {
   flags->three_d.add_to(command);
   command->add_flag("--json", flags->json, "Print the prediction as JSON ({\"minutes\", \"parts\", ...})");
   command->callback([flags, command] {
-    if (flags->benchmark == "gpt3") {
-      // GPT-3 is a round-3.0 benchmark: its RCPs are that ruleset's.
-      return predict_three_d(*flags, review::load_ruleset(command->count("--ruleset") ? flags->ruleset : "3.0.0"));
+    if (flags->benchmark == "gpt3" || (flags->benchmark == "bert" && flags->three_d.layout_given())) {
+      // GPT-3 is a round-3.0 benchmark: its RCPs are that ruleset's. BERT's are v1.1's, the default.
+      const bool round_3 = flags->benchmark == "gpt3" && !command->count("--ruleset");
+      return predict_three_d(*flags, review::load_ruleset(round_3 ? "3.0.0" : flags->ruleset));
     }
-    if (flags->three_d.given()) fail("--tensor-parallel", "3-D layouts are modelled for gpt3 only");
+    if (flags->three_d.given())
+      fail("--tensor-parallel",
+           "3-D layouts are modelled for gpt3 and bert only (bert: with --tensor-parallel and --pipeline-parallel, "
+           "--plan or --sweep)");
     if (flags->calibrate.empty() == flags->bench_json.empty())
       fail("predict", "give one calibration: --calibrate PATH (result logs) or --bench FILE (bench --json)");
     const review::Ruleset ruleset = review::load_ruleset(flags->ruleset);
@@ -397,37 +404,124 @@ void add_predict(CLI::App& app) {
   });
 }
 
+// predict-check --calibrate: the 3-D model against published results at one layout (predict/validation.h).
+struct LayoutCheckFlags {
+  std::string calibrate, calibration_layout, layout;
+  double device_memory_gib = 0, switch_latency_us = 0;
+  bool in_network = false, distributed_optimizer = false;
+
+  void add_to(CLI::App* command) {
+    command
+        ->add_option("--calibrate", calibrate,
+                     "Check the 3-D model (gpt3, bert) instead: the published results folder to calibrate on, e.g. "
+                     "NVIDIA/results/dgxh100_n64_nemo/gpt3")
+        ->check(CLI::ExistingPath);
+    command->add_option("--calibration-layout", calibration_layout,
+                        "With --calibrate: its runs' layout, e.g. tp=4,pp=8,v=12,b=1");
+    command->add_option("--layout", layout, "With --calibrate: the layout every folder is predicted at");
+    command->add_option("--device-memory-gib", device_memory_gib, "With --calibrate: memory of one device, GiB")
+        ->check(number_above(0));
+    command->add_flag("--distributed-optimizer", distributed_optimizer,
+                      "With --calibrate: the fp32 master weights and the optimizer's state are sharded over the "
+                      "data-parallel ranks");
+    command->add_flag("--in-network", in_network,
+                      "With --calibrate: the data-parallel all-reduce is summed in the "
+                      "switches");
+    command->add_option("--switch-latency-us", switch_latency_us, "With --in-network: the switches' latency")
+        ->check(number_at_least(0));
+  }
+
+  bool given(const CLI::App& command) const {
+    for (const char* flag : {"--calibration-layout", "--layout", "--device-memory-gib", "--distributed-optimizer",
+                             "--in-network", "--switch-latency-us"})
+      if (command.count(flag)) return true;
+    return false;
+  }
+
+  // The benchmark is the calibration folder's name (results/<system>/<benchmark>/, or a result log's folder).
+  std::string benchmark() const {
+    const fs::path path(calibrate);
+    return (fs::is_directory(path) ? path : path.parent_path()).filename().string();
+  }
+
+  predict::LayoutCheck check(double overlap) const {
+    if (calibration_layout.empty())
+      fail("--calibration-layout", "give the calibration's layout, e.g. tp=4,pp=8,v=12,b=1");
+    if (layout.empty()) fail("--layout", "give the layout to predict every folder at, e.g. tp=4,pp=8,v=12,b=1");
+    if (!(device_memory_gib > 0)) fail("--device-memory-gib", "give the memory of one device (e.g. 80)");
+    predict::LayoutCheck result;
+    result.calibrate = calibrate;
+    result.calibration_layout = predict::parse_layout(calibration_layout, "--calibration-layout");
+    result.layout = predict::parse_layout(layout, "--layout");
+    result.run = predict::mlperf_model_run(benchmark(), "--calibrate");
+    result.run.distributed_optimizer = distributed_optimizer;
+    result.run.overlap = overlap;
+    result.cluster.in_network = in_network;
+    result.cluster.switch_latency_seconds = switch_latency_us * 1e-6;
+    result.cluster.device_memory_bytes = device_memory_gib * 1024 * 1024 * 1024;
+    return result;
+  }
+};
+
 struct CheckFlags {
   std::string organization;
   std::string markdown, svg;
   std::string ruleset = "1.1.0";
   ExchangeFlags exchange;
+  LayoutCheckFlags layout_check;
   bool json = false;
 };
+
+// What predict-check writes: the table on stdout (or the JSON) and, where asked, the table and chart in files.
+void write_check(const CheckFlags& flags, const std::string& table, const std::string& svg,
+                 const nlohmann::ordered_json& json) {
+  if (!flags.markdown.empty()) write_file_atomically(flags.markdown, table);
+  if (!flags.svg.empty()) write_file_atomically(flags.svg, svg);
+  std::cout << (flags.json ? json_text(json) : table);
+}
+
+void check_layout(const CheckFlags& flags, const CLI::App& command) {
+  for (const char* flag : {"--gradient-bytes", "--all-to-all-bytes-per-sample", "--step-overhead-ms"})
+    if (command.count(flag)) fail(flag, "is the data-parallel check's; the 3-D model (--calibrate) computes its own");
+  const LayoutCheckFlags& layout_check = flags.layout_check;
+  const predict::LayoutCheck check = layout_check.check(flags.exchange.overlap);
+  // GPT-3 is a round-3.0 benchmark: its RCPs are that ruleset's.
+  const bool round_3 = layout_check.benchmark() == "gpt3" && !command.count("--ruleset");
+  const review::Ruleset ruleset = review::load_ruleset(round_3 ? "3.0.0" : flags.ruleset);
+  const predict::LayoutValidation validation = predict::validate_layout(flags.organization, ruleset, check);
+  write_check(flags, predict::layout_validation_markdown(validation), predict::layout_validation_svg(validation),
+              predict::to_json(validation));
+}
 
 void add_predict_check(CLI::App& app) {
   auto flags = std::make_shared<CheckFlags>();
   CLI::App* command = app.add_subcommand(
       "predict-check",
-      "Check the prediction model against a submission: calibrate on its one-node results, predict its multi-node ones");
-  command->add_option("organization", flags->organization, "A submission's <org> folder (results/, systems/)")
+      "Check the prediction model against a submission: calibrate on its one-node results, predict its multi-node "
+      "ones (with --calibrate: the 3-D model, at one layout, against every results folder of the benchmark)");
+  command
+      ->add_option("organization", flags->organization,
+                   "A submission's <org> folder (results/, systems/); with --calibrate, also a folder of them")
       ->required()
       ->check(CLI::ExistingDirectory);
   command->add_option("--markdown", flags->markdown, "Also write the table as Markdown to FILE")->check(output_file());
   command->add_option("--svg", flags->svg, "Also write the chart of minutes against nodes to FILE")
       ->check(output_file());
-  command->add_option("--ruleset", flags->ruleset, "Ruleset (scoring and RCP tables)")->capture_default_str();
+  command->add_option("--ruleset", flags->ruleset, "Ruleset (scoring and RCP tables; gpt3's default 3.0.0)")
+      ->capture_default_str();
   flags->exchange.add_to(command);
+  flags->layout_check.add_to(command);
   command->add_flag("--json", flags->json, "Print the rows as JSON");
-  command->callback([flags] {
+  command->callback([flags, command] {
+    if (!flags->layout_check.calibrate.empty()) return check_layout(*flags, *command);
+    if (flags->layout_check.given(*command))
+      fail("--layout", "--calibration-layout, --layout and the other 3-D flags check the 3-D model: give --calibrate");
     const review::Ruleset ruleset = review::load_ruleset(flags->ruleset);
     predict::ScaleOut scale_out;
     flags->exchange.apply(scale_out);
     const auto validations = predict::validate_scaling(flags->organization, ruleset, scale_out);
-    const std::string table = predict::validation_markdown(validations);
-    if (!flags->markdown.empty()) write_file_atomically(flags->markdown, table);
-    if (!flags->svg.empty()) write_file_atomically(flags->svg, predict::validation_svg(validations));
-    std::cout << (flags->json ? json_text(predict::to_json(validations)) : table);
+    write_check(*flags, predict::validation_markdown(validations), predict::validation_svg(validations),
+                predict::to_json(validations));
   });
 }
 

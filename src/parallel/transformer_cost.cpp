@@ -22,7 +22,8 @@ double stage_parameters(const TransformerShape& shape, const ParallelPlan& plan,
   const bool first = stage == 0, last = stage == plan.pipeline - 1;
   double parameters = static_cast<double>(shape.layers / plan.pipeline) * parameters_per_layer(shape, t);
   if (first) parameters += vocab / t * h + static_cast<double>(shape.max_positions) * h;
-  if (last) parameters += 2 * h + (first ? 0 : vocab / t * h);  // the final LayerNorm and the tied copy
+  if (last) parameters += 2 * h + (first ? 0 : vocab / t * h);       // the final LayerNorm and the tied copy
+  if (last && shape.lm_head_transform) parameters += h * h + 3 * h;  // the head's dense layer and LayerNorm, whole
   return parameters;
 }
 
@@ -56,11 +57,13 @@ StepFlops step_flops(const TransformerShape& shape, double global_batch, int64_t
                      bool recompute_attention) {
   const double b = global_batch, s = static_cast<double>(shape.seq_length);
   const double l = static_cast<double>(shape.layers), h = static_cast<double>(shape.hidden);
-  const double v = static_cast<double>(padded_vocab);
+  const double positions = shape.lm_head_positions > 0 ? static_cast<double>(shape.lm_head_positions) : s;
+  // The head's columns, counted as the logits' share of the model's FLOPs counts V.
+  const double head = positions / s * (static_cast<double>(padded_vocab) + (shape.lm_head_transform ? h : 0));
   StepFlops flops;
-  flops.model = 72 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h));
+  flops.model = 72 * b * s * l * h * h * (1 + s / (6 * h) + head / (12 * l * h));
   flops.computed = flops.model + (recompute_attention ? 4 * b * s * s * h * l : 0);
-  flops.full_recompute = 96 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h));
+  flops.full_recompute = 96 * b * s * l * h * h * (1 + s / (6 * h) + head / (16 * l * h));
   return flops;
 }
 

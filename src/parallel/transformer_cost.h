@@ -14,6 +14,12 @@ struct TransformerShape {
   int64_t seq_length = 0;
   int64_t vocab_size = 0, make_vocab_size_divisible_by = 128;
   int64_t max_positions = 0;  // learned position embeddings
+  // The language-model head: logits over every position (0, GPT), or over this many positions of each sequence
+  // (BERT's masked-LM head, which gathers the masked positions before the decoder: MLPerf's
+  // max_predictions_per_seq).
+  int64_t lm_head_positions = 0;
+  // A dense h×h layer and a LayerNorm before the decoder (BERT's BertPredictionHeadTransform), on the same positions.
+  bool lm_head_transform = false;
 };
 
 // Megatron's padded vocabulary (_vocab_size_with_padding): `vocab` rounded up to a multiple of
@@ -29,7 +35,8 @@ double pipeline_bubble_fraction(int stages, int micro_batches, int chunks);
 // Floating-point operations of one step of `global_batch` sequences with the padded vocabulary V: the model's
 // 72·B·s·l·h²(1 + s/6h + V/12lh) (Narayanan et al. 2021), what is computed (with the core attention recomputed,
 // Megatron's selective recompute, its second forward 4·B·s²·h·l more), and the paper's eq. 3 for recomputing
-// whole layers, 96·B·s·l·h²(1 + s/6h + V/16lh).
+// whole layers, 96·B·s·l·h²(1 + s/6h + V/16lh). A head over k of the s positions computes its logits (and its
+// transform, h more columns) for those only: V becomes k/s·(V + h) in both.
 struct StepFlops {
   double model = 0, computed = 0, full_recompute = 0;
 };

@@ -184,6 +184,8 @@ Calibration calibrate_from_logs(const std::string& path, const review::Ruleset& 
     calibration.nodes = *nodes;
     calibration.devices_per_node = *devices;
     links_from_system_description(description, calibration.intra, calibration.inter, calibration.notes);
+    const auto accelerator = description.find("accelerator_model_name");
+    if (accelerator != description.end() && accelerator->is_string()) calibration.accelerator = *accelerator;
   } else {
     calibration.notes.push_back("no system description at " + description_path.string() +
                                 ": one node of one device assumed, links unknown");

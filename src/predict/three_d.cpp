@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "util/error.h"
+#include "util/mllog_keys.h"
 
 namespace trainbench::predict {
 
@@ -28,7 +29,7 @@ parallel::FootprintOptions footprint_options(const ModelRun& run, const Layout& 
   options.micro_batches = micro_batches;
   options.micro_batch_size = layout.micro_batch_size;
   options.activation_element_bytes = 2;
-  options.recompute_attention = true;
+  options.recompute_attention = run.recompute_attention;
   options.weight_element_bytes = 2;
   options.master_weights = true;
   options.distributed_optimizer = run.distributed_optimizer;
@@ -79,17 +80,53 @@ std::vector<int> divisors(int value) {
 
 }  // namespace
 
-parallel::TransformerShape gpt3_175b_shape() {
+namespace {
+
+// A transformer with the feed-forward 4·h wide and learned positions as long as its sequences, as both MLPerf
+// models have them.
+parallel::TransformerShape transformer_of(int64_t layers, int64_t hidden, int64_t heads, int64_t seq_length,
+                                          int64_t vocab_size, int64_t make_vocab_size_divisible_by) {
   parallel::TransformerShape shape;
-  shape.layers = 96;
-  shape.hidden = 12288;
-  shape.heads = 96;
-  shape.ffn_hidden = 4 * 12288;
-  shape.seq_length = 2048;
-  shape.vocab_size = 50257;
-  shape.make_vocab_size_divisible_by = 128;
-  shape.max_positions = 2048;
+  shape.layers = layers;
+  shape.hidden = hidden;
+  shape.heads = heads;
+  shape.ffn_hidden = 4 * hidden;
+  shape.seq_length = seq_length;
+  shape.vocab_size = vocab_size;
+  shape.make_vocab_size_divisible_by = make_vocab_size_divisible_by;
+  shape.max_positions = seq_length;
   return shape;
+}
+
+}  // namespace
+
+parallel::TransformerShape gpt3_175b_shape() { return transformer_of(96, 12288, 96, 2048, 50257, 128); }
+
+parallel::TransformerShape bert_large_shape() {
+  parallel::TransformerShape shape = transformer_of(24, 1024, 16, 512, 30522, 8);
+  shape.lm_head_positions = 76;
+  shape.lm_head_transform = true;
+  return shape;
+}
+
+double ModelRun::units_per_sequence() const {
+  return unit == ConvergenceUnit::kTokens ? static_cast<double>(shape.seq_length) : 1;
+}
+
+std::string ModelRun::unit_name() const { return unit == ConvergenceUnit::kTokens ? "tokens" : "samples"; }
+
+ModelRun mlperf_model_run(const std::string& benchmark, const std::string& flag) {
+  ModelRun run;
+  if (benchmark == "gpt3") {
+    run.shape = gpt3_175b_shape();
+  } else if (benchmark == "bert") {
+    run.shape = bert_large_shape();
+    run.unit = ConvergenceUnit::kSamples;  // the v1.1 RCPs count train_samples
+    run.recompute_attention = false;       // the reference keeps the scores for backward
+  } else {
+    fail(flag, "3-D layouts are modelled for gpt3 and bert only, not '" + benchmark + "'");
+  }
+  return run;
 }
 
 std::string Layout::describe() const {
@@ -164,7 +201,8 @@ LayoutCost layout_cost(const ModelRun& run, const Cluster& cluster, const Layout
   const parallel::FootprintOptions options = footprint_options(run, layout, cost.micro_batches);
   const int64_t vocab =
       parallel::padded_vocab_size(run.shape.vocab_size, run.shape.make_vocab_size_divisible_by, layout.tensor);
-  cost.flops_per_device = parallel::step_flops(run.shape, run.global_batch, vocab, true).computed / cluster.devices();
+  cost.flops_per_device =
+      parallel::step_flops(run.shape, run.global_batch, vocab, run.recompute_attention).computed / cluster.devices();
   cost.step.compute = cost.flops_per_device / flops_per_second;
   cost.bubble_fraction = parallel::pipeline_bubble_fraction(layout.pipeline, cost.micro_batches, layout.virtual_stages);
   cost.step.bubble = cost.bubble_fraction * cost.step.compute;
@@ -192,19 +230,22 @@ LayoutCost layout_cost(const ModelRun& run, const Cluster& cluster, const Layout
   return cost;
 }
 
-DeviceCalibration calibrate_from_run(const Calibration& logs, const ModelRun& run, const Layout& layout,
+DeviceCalibration calibrate_from_run(const Calibration& logs, ModelRun run, const Layout& layout,
                                      const Cluster& cluster) {
   if (!(logs.samples_per_unit > 0) || !(logs.samples_per_second_per_device > 0) || !logs.units_to_converge)
     fail(logs.source, "holds no converged run with a training time to calibrate from");
+  if ((run.unit == ConvergenceUnit::kSamples) != (logs.unit == mllog_keys::kTrainSamples))
+    fail(logs.source, "counts convergence in " + logs.unit + ", the model in " + run.unit_name());
+  run.global_batch = logs.global_batch;
   if (const auto problem = layout_problem(run, cluster, layout))
     fail("--calibration-layout", problem->what + " (the calibration's " + layout.describe() + ")");
   DeviceCalibration calibration;
   calibration.source = logs.source;
   calibration.run = logs;
-  // Tokens per second while training (epoch_num counts tokens), and so the training time per step of the log's
+  // The logs' units (tokens or samples) per second while training, and so the training time per step of the log's
   // global batch.
-  const double tokens_per_second = logs.samples_per_second_per_device * logs.devices() / logs.samples_per_unit;
-  calibration.step_seconds = run.global_batch * static_cast<double>(run.shape.seq_length) / tokens_per_second;
+  const double units_per_second = logs.samples_per_second_per_device * logs.devices() / logs.samples_per_unit;
+  calibration.step_seconds = run.global_batch * run.units_per_sequence() / units_per_second;
   // The communication parts do not depend on the rate: the cost at 1 FLOP/s gives them and the compute's share.
   const LayoutCost unit = layout_cost(run, cluster, layout, 1.0);
   const double window_share = run.overlap / unit.micro_batches;
@@ -224,7 +265,7 @@ DeviceCalibration calibrate_from_run(const Calibration& logs, const ModelRun& ru
   return calibration;
 }
 
-DeviceCalibration calibrate_from_bench(const Calibration& bench, const parallel::TransformerShape& shape, int layers) {
+DeviceCalibration calibrate_from_bench(const Calibration& bench, const ModelRun& run, int layers) {
   if (layers < 1) fail("--bench-layers", "must be at least 1");
   if (!(bench.samples_per_second_per_device > 0) || !(bench.global_batch > 0))
     fail(bench.source, "holds no step time and batch");
@@ -233,32 +274,42 @@ DeviceCalibration calibrate_from_bench(const Calibration& bench, const parallel:
   calibration.run = bench;
   calibration.run.units_to_converge.reset();
   calibration.step_seconds = bench.per_device_batch() / bench.samples_per_second_per_device;
-  parallel::TransformerShape benched = shape;
+  parallel::TransformerShape benched = run.shape;
   benched.layers = layers;
-  const int64_t vocab = parallel::padded_vocab_size(shape.vocab_size, shape.make_vocab_size_divisible_by, 1);
-  const double flops = parallel::step_flops(benched, bench.global_batch, vocab, true).computed;
+  const int64_t vocab = parallel::padded_vocab_size(benched.vocab_size, benched.make_vocab_size_divisible_by, 1);
+  const double flops = parallel::step_flops(benched, bench.global_batch, vocab, run.recompute_attention).computed;
   calibration.flops_per_second = flops / bench.devices() / calibration.step_seconds;
   calibration.parts.compute = calibration.step_seconds;
   return calibration;
 }
 
+Cluster cluster_of(const Calibration& logs) {
+  Cluster cluster;
+  cluster.nodes = logs.nodes;
+  cluster.devices_per_node = logs.devices_per_node;
+  cluster.intra = logs.intra;
+  cluster.inter = logs.inter;
+  return cluster;
+}
+
 namespace {
 
-// Tokens to converge at the run's batch: the calibration's scaled by the RCP means, or the RCP mean itself.
+// Units (tokens or samples) to converge at the run's batch: the calibration's scaled by the RCP means, or the RCP
+// mean itself.
 void converge(const DeviceCalibration& calibration, const ModelRun& run, const review::RcpTable& rcp,
               ThreeDPrediction& prediction) {
   if (rcp.points.empty()) fail("--ruleset", "has no RCP table for this benchmark");
   const double at_new = rcp_mean_units(rcp, run.global_batch);
   if (calibration.run.units_to_converge) {
     const double at_calibration = rcp_mean_units(rcp, calibration.run.global_batch);
-    prediction.tokens = *calibration.run.units_to_converge * at_new / at_calibration;
-    prediction.tokens_source = "calibration " + format_decimals(*calibration.run.units_to_converge, 0) +
-                               " x RCP mean " + format_decimals(at_new, 0) + " at batch " +
-                               format_decimals(run.global_batch, 0) + " / " + format_decimals(at_calibration, 0) +
-                               " at batch " + format_decimals(calibration.run.global_batch, 0);
+    prediction.units = *calibration.run.units_to_converge * at_new / at_calibration;
+    prediction.units_source = "calibration " + format_decimals(*calibration.run.units_to_converge, 0) + " x RCP mean " +
+                              format_decimals(at_new, 0) + " at batch " + format_decimals(run.global_batch, 0) + " / " +
+                              format_decimals(at_calibration, 0) + " at batch " +
+                              format_decimals(calibration.run.global_batch, 0);
   } else {
-    prediction.tokens = at_new;
-    prediction.tokens_source = "RCP mean at batch " + format_decimals(run.global_batch, 0);
+    prediction.units = at_new;
+    prediction.units_source = "RCP mean at batch " + format_decimals(run.global_batch, 0);
   }
   if (run.global_batch > rcp.points.back().batch_size)
     prediction.notes.push_back("batch " + format_decimals(run.global_batch, 0) +
@@ -271,17 +322,18 @@ ThreeDPrediction prediction_of(const DeviceCalibration& calibration, const Model
   ThreeDPrediction prediction;
   prediction.cost = layout_cost(run, cluster, layout, calibration.flops_per_second);
   prediction.global_batch = run.global_batch;
+  prediction.unit = run.unit_name();
   prediction.notes = calibration.run.notes;
   converge(calibration, run, rcp, prediction);
-  prediction.steps = std::ceil(prediction.tokens / (run.global_batch * static_cast<double>(run.shape.seq_length)));
+  prediction.steps = std::ceil(prediction.units / (run.global_batch * run.units_per_sequence()));
   const StepParts& step = prediction.cost.step;
   prediction.compute_seconds = prediction.steps * step.compute;
   prediction.bubble_seconds = prediction.steps * step.bubble;
   prediction.tensor_seconds = prediction.steps * step.tensor;
   prediction.pipeline_seconds = prediction.steps * step.pipeline;
   prediction.data_seconds = prediction.steps * step.data_exposed;
-  // Evaluations as often per token as in the calibration, each sharded over the devices.
-  prediction.evaluations = prediction.tokens * calibration.run.evaluations_per_unit;
+  // Evaluations as often per unit as in the calibration, each sharded over the devices.
+  prediction.evaluations = prediction.units * calibration.run.evaluations_per_unit;
   prediction.seconds_per_evaluation =
       calibration.run.seconds_per_evaluation * calibration.run.devices() / cluster.devices();
   prediction.evaluation_seconds = prediction.evaluations * prediction.seconds_per_evaluation;
@@ -332,6 +384,14 @@ nlohmann::ordered_json to_json(const StepParts& step) {
           {"data_parallel", step.data},     {"data_parallel_exposed", step.data_exposed}};
 }
 
+nlohmann::ordered_json to_json(const DeviceCalibration& calibration) {
+  return {{"source", calibration.source},
+          {"flops_per_second_per_device", calibration.flops_per_second},
+          {"step_seconds", calibration.step_seconds},
+          {"step_parts", to_json(calibration.parts)},
+          {"run", to_json(calibration.run)}};
+}
+
 nlohmann::ordered_json to_json(const ThreeDPrediction& prediction) {
   const LayoutCost& cost = prediction.cost;
   return {{"minutes", prediction.minutes},
@@ -351,8 +411,8 @@ nlohmann::ordered_json to_json(const ThreeDPrediction& prediction) {
             {"micro_batch_size", cost.layout.micro_batch_size},
             {"micro_batches", cost.micro_batches}}},
           {"global_batch", prediction.global_batch},
-          {"tokens_to_converge", prediction.tokens},
-          {"tokens_source", prediction.tokens_source},
+          {prediction.unit + "_to_converge", prediction.units},
+          {prediction.unit + "_source", prediction.units_source},
           {"steps", prediction.steps},
           {"step_seconds", to_json(cost.step)},
           {"bubble_fraction", cost.bubble_fraction},

@@ -21,6 +21,11 @@ namespace trainbench::predict {
 // MLPerf's GPT-3 175B (the reference's run_gpt3.sh, NVIDIA's config_common.sh): 96 layers, hidden 12288, 96 heads,
 // feed-forward 49152, sequences of 2048, the 50257-token vocabulary padded by 128 × t.
 parallel::TransformerShape gpt3_175b_shape();
+// MLPerf v1.1's BERT-Large phase 2 (NVIDIA's v1.1 run_and_time.sh, the reference preset of src/workloads/bert): 24
+// layers, hidden 1024, 16 heads, feed-forward 4096, sequences of 512, the 30522-token vocabulary padded to a multiple
+// of 8 × t (run_pretraining.py pads to 8), and the masked-LM head's decoder over the 76 masked positions
+// (max_predictions_per_seq, gathered first: dense_seq_output) behind its dense transform.
+parallel::TransformerShape bert_large_shape();
 
 struct Layout {
   int tensor = 1, pipeline = 1, virtual_stages = 1;
@@ -40,16 +45,29 @@ struct Cluster {
   int devices() const { return nodes * devices_per_node; }
 };
 
-// What is trained, and how it is held: Megatron's mixed precision (bf16 weights and activations, fp32
-// gradients, master weights and Adam state), the core attention not kept for backward, sequence parallelism
-// under tensor parallelism.
+// What the RCPs count convergence in: GPT-3's epoch_num counts tokens, BERT's train_samples sequences.
+enum class ConvergenceUnit { kTokens, kSamples };
+
+// What is trained, and how it is held: Megatron's mixed precision (16-bit weights and activations, fp32
+// gradients, master weights and Adam's or LAMB's two moments), sequence parallelism under tensor parallelism.
 struct ModelRun {
   parallel::TransformerShape shape;
   double global_batch = 0;  // sequences
+  ConvergenceUnit unit = ConvergenceUnit::kTokens;
+  // The core attention's scores are recomputed in backward, not stored (GPT-3: Megatron's selective recompute or a
+  // fused attention): its forward runs twice and its s² activations are not held. BERT's reference stores them.
+  bool recompute_attention = true;
   bool distributed_optimizer = false;
   double overlap =
       2.0 / 3.0;  // share of the last micro-batch's compute (its backward) the data all-reduce hides behind
+
+  double units_per_sequence() const;  // s tokens, or 1 sample
+  std::string unit_name() const;      // "tokens" or "samples"
 };
+
+// GPT-3 175B in tokens with the attention recomputed, or BERT-Large in samples with the scores stored; throws Error
+// naming `flag` for any other benchmark.
+ModelRun mlperf_model_run(const std::string& benchmark, const std::string& flag);
 
 struct StepParts {
   double compute = 0, bubble = 0, tensor = 0, pipeline = 0, data = 0, data_exposed = 0;
@@ -87,19 +105,23 @@ struct DeviceCalibration {
   Calibration run;              // the log's convergence, evaluations and fixed start (a bench: none)
 };
 
-// From published logs (calibrate.h) of `run` under `layout` on `cluster`: the step is the training time per
-// step (GPT-3's epoch_num counts tokens), less the modelled communication and bubble. Throws Error naming the
-// source when nothing is left for compute.
-DeviceCalibration calibrate_from_run(const Calibration& logs, const ModelRun& run, const Layout& layout,
+// From published logs (calibrate.h) of `run` at their global batch under `layout` on `cluster`: the step is the
+// training time per step (the logs' units, tokens or samples, per second over a step's), less the modelled
+// communication and bubble. Throws Error naming the source when nothing is left for compute or the logs count
+// another unit.
+DeviceCalibration calibrate_from_run(const Calibration& logs, ModelRun run, const Layout& layout,
                                      const Cluster& cluster);
-// From a `bench --json` of `layers` layers of `shape` on one device per rank (data parallel only).
-DeviceCalibration calibrate_from_bench(const Calibration& bench, const parallel::TransformerShape& shape, int layers);
+// From a `bench --json` of `layers` layers of `run`'s shape on one device per rank (data parallel only).
+DeviceCalibration calibrate_from_bench(const Calibration& bench, const ModelRun& run, int layers);
+// The nodes, devices and links of published logs' system.
+Cluster cluster_of(const Calibration& logs);
 
 struct ThreeDPrediction {
   LayoutCost cost;
   double global_batch = 0;
-  double tokens = 0;
-  std::string tokens_source;
+  std::string unit;  // the run's unit_name()
+  double units = 0;  // to converge
+  std::string units_source;
   double steps = 0, evaluations = 0, seconds_per_evaluation = 0;
   // The parts, in seconds; they add up to minutes × 60.
   double fixed_seconds = 0, compute_seconds = 0, bubble_seconds = 0, tensor_seconds = 0, pipeline_seconds = 0,
@@ -117,6 +139,7 @@ std::vector<ThreeDPrediction> search_layouts(const DeviceCalibration& calibratio
                                              const Cluster& cluster, const review::RcpTable& rcp);
 
 nlohmann::ordered_json to_json(const StepParts& step);  // seconds, each part and the whole data all-reduce
+nlohmann::ordered_json to_json(const DeviceCalibration& calibration);
 nlohmann::ordered_json to_json(const ThreeDPrediction& prediction);
 std::string format_three_d_text(const ThreeDPrediction& prediction);
 

@@ -178,6 +178,7 @@ nlohmann::ordered_json to_json(const Calibration& calibration) {
   return {{"benchmark", calibration.benchmark},
           {"source", calibration.source},
           {"system", calibration.system},
+          {"accelerator", calibration.accelerator},
           {"nodes", calibration.nodes},
           {"devices_per_node", calibration.devices_per_node},
           {"global_batch", calibration.global_batch},

@@ -22,6 +22,7 @@ struct Calibration {
   std::string benchmark;
   std::string source;  // the log folder, file or bench JSON it came from
   std::string system;  // the system name, or "" when unknown
+  std::string accelerator;  // the system description's accelerator_model_name, or "" when unknown
   int nodes = 1;
   int devices_per_node = 1;
   double global_batch = 0;

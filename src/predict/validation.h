@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "predict/calibrate.h"
+#include "predict/three_d.h"
 
 namespace trainbench::predict {
 
@@ -39,6 +40,40 @@ std::string validation_markdown(const std::vector<BenchmarkValidation>& validati
 // per benchmark one colour, published scores as a solid line, predictions dashed.
 std::string validation_svg(const std::vector<BenchmarkValidation>& validations);
 nlohmann::ordered_json to_json(const std::vector<BenchmarkValidation>& validations);
+
+// The 3-D model (three_d.h) checked against published results: calibrated on one results folder at its layout,
+// every <org>/results/<system>/<benchmark>/ folder of the calibration's benchmark under a root is predicted at its
+// system's nodes, devices and links and its logs' global batch, under one layout, and compared with the review
+// layer's olympic score of its runs. Folders of another accelerator than the calibration's are left out (named).
+struct LayoutCheck {
+  std::string calibrate;  // the calibration's results folder (or one result log)
+  Layout calibration_layout, layout;
+  ModelRun run;     // the shape, unit and optimizer; the batch is each folder's
+  Cluster cluster;  // in-network reduction and device memory; nodes, devices and links are each folder's
+};
+
+struct LayoutValidationRow {
+  std::string organization;
+  Calibration published;  // the folder's logs: system, nodes, batch, links and olympic score
+  bool calibration = false;
+  ThreeDPrediction prediction;
+  double error() const { return prediction.minutes / published.published_minutes.value_or(0) - 1; }
+};
+
+struct LayoutValidation {
+  std::string benchmark;
+  DeviceCalibration calibration;
+  Layout layout;
+  std::vector<LayoutValidationRow> rows;        // by organization, then nodes
+  std::vector<std::string> other_accelerators;  // folders left out: "<org> `<system>` (<accelerator>)"
+};
+
+// Throws Error naming the flag or folder when a folder's layout does not divide or fit, or nothing is found.
+LayoutValidation validate_layout(const std::string& root, const review::Ruleset& ruleset, const LayoutCheck& check);
+std::string layout_validation_markdown(const LayoutValidation& validation);
+// validation_svg's chart, one line pair an organization.
+std::string layout_validation_svg(const LayoutValidation& validation);
+nlohmann::ordered_json to_json(const LayoutValidation& validation);
 
 // The RCP table of a benchmark in the ruleset, or an empty table (MiniGo).
 review::RcpTable rcp_table_for(const review::Ruleset& ruleset, const std::string& benchmark);

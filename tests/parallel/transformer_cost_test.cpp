@@ -57,6 +57,26 @@ TEST(TransformerCost, StepFlopsByHand) {
   EXPECT_DOUBLE_EQ(step_flops(shape, 3, 16, false).computed, 82944);
 }
 
+// BERT's masked-LM head: the decoder over k = 2 of the 8 positions, behind a dense transform of h = 4 more columns.
+// The layers' 72·3·8·2·16·(1 + 8/24) = 73728, and the head's 6·3·2·4·(16 + 4) = 2880 (3 sequences, forward and
+// backward, 2 positions each); whole layers recomputed, 96·3·8·2·16·(1 + 1/3) = 98304 and the same head.
+TEST(TransformerCost, AMaskedLmHeadComputesItsLogitsOverTheMaskedPositionsOnly) {
+  TransformerShape shape = small_shape();
+  shape.layers = 2;
+  shape.hidden = 4;
+  shape.seq_length = 8;
+  shape.lm_head_positions = 2;
+  shape.lm_head_transform = true;
+  const StepFlops flops = step_flops(shape, 3, 16, false);
+  EXPECT_DOUBLE_EQ(flops.model, 73728 + 2880);
+  EXPECT_DOUBLE_EQ(flops.computed, flops.model);  // the scores are stored: no second forward
+  EXPECT_DOUBLE_EQ(flops.full_recompute, 98304 + 2880);
+  // The same head over every position without the transform is GPT's: 6·3·8·4·16 = 9216.
+  shape.lm_head_positions = 0;
+  shape.lm_head_transform = false;
+  EXPECT_DOUBLE_EQ(step_flops(shape, 3, 16, false).model, 73728 + 9216);
+}
+
 // Per layer at t = 2: qkv (3·64 + 24)/2 = 108, attention output 64/2 + 8 = 40, first MLP (256 + 32)/2 = 144,
 // second 256/2 + 8 = 136, LayerNorms 32: 460, two layers a stage. Stage 0 adds its half of the 104-row
 // embedding (416) and the positions (128); the last stage the final LayerNorm (16) and the tied copy (416).
@@ -81,6 +101,15 @@ TEST(TransformerCost, ParametersAndBytesPerRankByHand) {
   EXPECT_DOUBLE_EQ(first.pipeline_bytes, 4 * 256);
   EXPECT_DOUBLE_EQ(first.data_bytes, 4 * 1464);
   EXPECT_DOUBLE_EQ(first.embedding_bytes, 4 * 52 * 8);
+}
+
+// The head's transform, a dense 8×8 layer with its bias (72) and a LayerNorm (16), whole on the last stage.
+TEST(TransformerCost, TheHeadsTransformIsOnTheLastStage) {
+  TransformerShape shape = small_shape();
+  shape.lm_head_transform = true;
+  FootprintOptions options;
+  EXPECT_EQ(stage_footprint(shape, tp2_pp2_dp2(), 0, options).parameters, 1464);
+  EXPECT_EQ(stage_footprint(shape, tp2_pp2_dp2(), 1, options).parameters, 1352 + 88);
 }
 
 TEST(TransformerCost, MixedPrecisionDistributedOptimizerAndSequenceParallelism) {

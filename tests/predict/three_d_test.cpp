@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "util/error.h"
+#include "util/mllog_keys.h"
 
 namespace trainbench::predict {
 namespace {
@@ -102,20 +103,29 @@ TEST(ThreeD, CalibrationRecoversTheFlopRate) {
   EXPECT_THROW(calibrate_from_run(logs, run, layout, nodes), Error);
 }
 
-TEST(ThreeD, PredictionAddsTheParts) {
-  const ModelRun run = small_run(8);
-  const Cluster nodes = cluster(4, 2);
+// A calibration of kFlopsPerDevice on 4 nodes of 2, and an RCP table of one batch of 8 that converges at 1280 units.
+DeviceCalibration small_calibration() {
   DeviceCalibration calibration;
   calibration.flops_per_second = kFlopsPerDevice;
   calibration.run.nodes = 4;
   calibration.run.devices_per_node = 2;
+  return calibration;
+}
+
+review::RcpTable rcp_at_batch_8() {
+  return review::parse_rcp_table(R"({"a": {"Benchmark": "x", "BS": 8, "Epochs to converge": [1280, 1280, 1280]}})",
+                                 "test table", {});
+}
+
+TEST(ThreeD, PredictionAddsTheParts) {
+  const ModelRun run = small_run(8);
+  const Cluster nodes = cluster(4, 2);
+  DeviceCalibration calibration = small_calibration();
   calibration.run.evaluations_per_unit = 0.01;
   calibration.run.seconds_per_evaluation = 3;
   calibration.run.fixed_seconds = 7;
-  const review::RcpTable rcp = review::parse_rcp_table(
-      R"({"a": {"Benchmark": "gpt3", "BS": 8, "Epochs to converge": [1280, 1280, 1280]}})", "test table", {});
-  const ThreeDPrediction prediction = predict_three_d(calibration, run, nodes, {2, 2, 1, 1}, rcp);
-  EXPECT_DOUBLE_EQ(prediction.tokens, 1280);
+  const ThreeDPrediction prediction = predict_three_d(calibration, run, nodes, {2, 2, 1, 1}, rcp_at_batch_8());
+  EXPECT_DOUBLE_EQ(prediction.units, 1280);
   EXPECT_DOUBLE_EQ(prediction.steps, 10);  // 1280 tokens over 8 sequences of 16
   EXPECT_DOUBLE_EQ(prediction.evaluation_seconds, 12.8 * 3);
   EXPECT_NEAR(prediction.minutes * 60, 7 + 38.4 + 10 * prediction.cost.step.seconds(), 1e-9);
@@ -159,6 +169,82 @@ TEST(ThreeD, ALayoutThatDoesNotFitIsRefusedNotPredicted) {
   }
   for (const auto& found : search_layouts(calibration, gpt3(2048), nodes, rcp))
     EXPECT_LE(found.cost.memory_bytes, nodes.device_memory_bytes);
+}
+
+// BERT (mlperf_model_run): the scores stored, so no second forward of the attention, and its s² activations held;
+// convergence in samples.
+TEST(ThreeD, StoredScoresAreHeldAndNotRecomputed) {
+  ModelRun run = small_run(8);
+  run.recompute_attention = false;
+  const LayoutCost cost = layout_cost(run, cluster(4, 2), {2, 2, 1, 1}, 3784704.0 / 8);
+  EXPECT_DOUBLE_EQ(cost.flops_per_device, 3784704.0 / 8);
+  EXPECT_DOUBLE_EQ(cost.step.compute, 1);
+  // 34/t + 5·a·s/(h·t) = 17 + 5·2·16/16 = 27 bytes an element of s·b·h a layer.
+  EXPECT_DOUBLE_EQ(cost.memory_bytes, 18 * 1464 + 2 * 2 * 128 * 27);
+}
+
+ModelRun bert(double global_batch) {
+  ModelRun run = mlperf_model_run("bert", "--test");
+  run.global_batch = global_batch;
+  return run;
+}
+
+TEST(ThreeD, BertLargeByHand) {
+  const ModelRun run = bert(64);
+  EXPECT_EQ(run.unit, ConvergenceUnit::kSamples);
+  EXPECT_FALSE(run.recompute_attention);
+  EXPECT_EQ(run.unit_name(), "samples");
+  EXPECT_DOUBLE_EQ(run.units_per_sequence(), 1);
+  // One node of 8 at tp 1 x pp 1, 8 sequences a device in one micro-batch. FLOPs: the 24 layers' 72·B·s·l·h²(1 +
+  // s/6h), and the masked-LM head over 76 positions, 6·B·76·h·(30528 + h) (the decoder's padded rows and the
+  // transform), nothing recomputed.
+  const double b = 64, s = 512, l = 24, h = 1024;
+  const double flops = 72 * b * s * l * h * h * (1 + s / (6 * h)) + 6 * b * 76 * h * (30528 + h);
+  const LayoutCost cost = layout_cost(run, cluster(1, 8), {1, 1, 1, 8}, flops / 8);
+  EXPECT_NEAR(cost.flops_per_device, flops / 8, 1e-12 * flops);
+  EXPECT_NEAR(cost.step.compute, 1, 1e-12);
+  EXPECT_DOUBLE_EQ(cost.step.bubble, 0);
+  EXPECT_DOUBLE_EQ(cost.step.tensor + cost.step.pipeline, 0);
+  // 24·(12h² + 13h) + 30528·h + 512·h + 2h + (h² + 3h) parameters at 18 bytes, and one micro-batch of 8 held: 24
+  // layers of s·b·h·(10 + 24 + 5·16·512/1024) = 74 bytes an element, the scores stored.
+  EXPECT_EQ(cost.fullest.parameters, 335148032);
+  EXPECT_DOUBLE_EQ(cost.memory_bytes, 18.0 * 335148032 + 24.0 * 512 * 8 * 1024 * 74);
+}
+
+TEST(ThreeD, BertCountsSamples) {
+  ModelRun run = small_run(8);
+  run.unit = ConvergenceUnit::kSamples;
+  const Cluster nodes = cluster(4, 2);
+  const ThreeDPrediction prediction = predict_three_d(small_calibration(), run, nodes, {2, 2, 1, 1}, rcp_at_batch_8());
+  EXPECT_DOUBLE_EQ(prediction.units, 1280);
+  EXPECT_DOUBLE_EQ(prediction.steps, 160);  // 1280 samples over 8 a step, not over 8·16 tokens
+  EXPECT_DOUBLE_EQ(to_json(prediction)["samples_to_converge"].get<double>(), 1280);
+  // From logs counting train_samples: 8 sequences a step over 8 devices give the step, whatever the sequence's
+  // length; logs counting another unit are refused.
+  const double step = layout_cost(run, nodes, {2, 2, 1, 1}, kFlopsPerDevice).step.seconds();
+  Calibration logs;
+  logs.source = "logs";
+  logs.nodes = 4;
+  logs.devices_per_node = 2;
+  logs.global_batch = 8;
+  logs.unit = mllog_keys::kTrainSamples;
+  logs.units_to_converge = 1280;
+  logs.samples_per_second_per_device = 8 / step / 8;
+  EXPECT_NEAR(calibrate_from_run(logs, run, {2, 2, 1, 1}, nodes).step_seconds, step, 1e-9);
+  logs.unit = mllog_keys::kEpochNum;
+  EXPECT_THROW(calibrate_from_run(logs, run, {2, 2, 1, 1}, nodes), Error);
+}
+
+TEST(ThreeD, BertLayoutsMustDivideItsHeadsAndLayers) {
+  const auto flag = [&](const Layout& layout) {
+    const auto problem = layout_problem(bert(3072), cluster(64, 8), layout);
+    return problem ? problem->flag : std::string("fits");
+  };
+  EXPECT_EQ(flag({2, 2, 1, 1}), "fits");
+  EXPECT_EQ(flag({32, 1, 1, 1}), "--tensor-parallel");    // 16 heads
+  EXPECT_EQ(flag({1, 16, 1, 1}), "--pipeline-parallel");  // 24 layers
+  EXPECT_EQ(flag({1, 8, 2, 1}), "--interleave");          // 24 layers over 16 chunks
+  EXPECT_THROW(mlperf_model_run("resnet", "--test"), Error);
 }
 
 TEST(ThreeD, ParsesALayout) {
