@@ -22,7 +22,7 @@ packages=(
   libhdf5-dev libicu-dev libssl-dev bible-kjv
   python3-torchvision python3-skimage dataset-fashion-mnist
   libsndfile1-dev sentencepiece espeak-ng pocketsphinx-testdata python3-torchaudio
-  libcli11-dev nlohmann-json3-dev
+  libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
   googletest libgtest-dev
   openmpi-bin libopenmpi-dev fio
   gnugo cgoban libprotobuf-dev

@@ -36,11 +36,13 @@ struct RulesetFlags {
 
   void add_to(CLI::App* command) {
     command->add_option("--ruleset", version,
-                        "Ruleset version to check against (default: the round of the logs' submission_benchmark, "
-                        "e.g. 3.0.0 for gpt3, 1.1.0 for the v1.1 benchmarks)");
+                        "Ruleset version to check against, 1.0.0 to 6.1.0 (default: the round the logs belong to: "
+                        "for trainbench's own logs the round it implements their benchmark for, for others the "
+                        "first round published after they ran that has their benchmark)");
     command
         ->add_option("--rules-dir", rules_dir,
-                     "Read rule files from DIR/training_<version>/ instead of the embedded ones")
+                     "Read rule files from DIR/training_<version>/ (and its checker/ folder) instead of the "
+                     "embedded ones")
         ->check(CLI::ExistingDirectory);
   }
 

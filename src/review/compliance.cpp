@@ -1,5 +1,7 @@
 #include "review/compliance.h"
 
+#include "review/checker_configs.h"
+#include "util/mllog_keys.h"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -7,7 +9,6 @@
 #include <deque>
 #include <map>
 #include <set>
-#include "util/mllog_keys.h"
 
 namespace trainbench::review {
 
@@ -76,6 +77,11 @@ class LogChecker {
       : log_(log), ruleset_(ruleset), options_(options), review_(review), index_(log.events) {}
 
   void run() {
+    if (!ruleset_.checked_natively(index_.first_string(mllog_keys::kSubmissionBenchmark))) {
+      run_round_checker();
+      extract_results();
+      return;
+    }
     resolve_configs();
     for (const auto& [key, rule] : rules_) check_key(rule);
     apply_preset_target();
@@ -89,6 +95,17 @@ class LogChecker {
  private:
   void add(Severity severity, int line, const std::string& message) {
     review_.findings.push_back({severity, log_.path, line, message});
+  }
+
+  // The round's official rule files, run as its compliance checker runs them.
+  void run_round_checker() {
+    const CheckerRound& round = load_checker_round(ruleset_.version, ruleset_.rules_dir);
+    CheckerVerdict verdict = run_checker(round, log_);
+    review_.findings.insert(review_.findings.end(), verdict.findings.begin(), verdict.findings.end());
+    review_.configs = std::move(verdict.configs);
+    review_.target_reached = verdict.target_reached;
+    review_.target_description = std::move(verdict.target_description);
+    read_run_stop_status();
   }
 
   // Applies the entry configs and every config a logged value pulls in, merging key rules by key.
@@ -349,13 +366,16 @@ class LogChecker {
     return evaluation;
   }
 
-  void check_target() {
+  void read_run_stop_status() {
     const LogEvent* run_stop = index_.first(mllog_keys::kRunStop);
-    if (run_stop) {
-      const auto status = run_stop->metadata.find(mllog_keys::kStatus);
-      if (status != run_stop->metadata.end() && status->is_string())
-        review_.run_stop_status = status->get<std::string>();
-    }
+    if (!run_stop) return;
+    const auto status = run_stop->metadata.find(mllog_keys::kStatus);
+    if (status != run_stop->metadata.end() && status->is_string()) review_.run_stop_status = status->get<std::string>();
+  }
+
+  void check_target() {
+    read_run_stop_status();
+    const LogEvent* run_stop = index_.first(mllog_keys::kRunStop);
     if (!target_) return;
     review_.target_description = target_text(*target_);
     review_.target_threshold = target_->threshold;
@@ -538,12 +558,14 @@ class LogChecker {
           if (const auto samples = single_number(index_.at(position).value)) review_.convergence = samples;
       return;
     }
+    // From 4.0.0 the language models converge at the last evaluation's samples_count, not rounded.
+    const bool samples = review_.convergence_unit == kSamplesCountUnit;
     for (const size_t position : index_.positions(metric)) {
       const auto& metadata = index_.at(position).metadata;
-      const auto epoch = metadata.find(mllog_keys::kEpochNum);
-      if (position >= run_stop || epoch == metadata.end() || !epoch->is_number()) continue;
-      const int decimals = ruleset_.rcp.epoch_decimals;
-      review_.convergence = decimals < 0 ? epoch->get<double>() : round_like_python(epoch->get<double>(), decimals);
+      const auto point = metadata.find(samples ? kSamplesCountUnit : mllog_keys::kEpochNum);
+      if (position >= run_stop || point == metadata.end() || !point->is_number()) continue;
+      const int decimals = samples ? -1 : ruleset_.rcp.epoch_decimals;
+      review_.convergence = decimals < 0 ? point->get<double>() : round_like_python(point->get<double>(), decimals);
     }
   }
 
@@ -607,6 +629,10 @@ std::set<std::string> keys_read_by_review(const Ruleset& ruleset) {
     if (config.tensors) keys.insert(config.tensors->key);
   }
   if (!ruleset.preset.key.empty()) keys.insert({ruleset.preset.key, ruleset.preset.target_key});
+  if (has_checker_round(ruleset.version, ruleset.rules_dir)) {
+    const auto checked = load_checker_round(ruleset.version, ruleset.rules_dir).keys();
+    keys.insert(checked.begin(), checked.end());
+  }
   return keys;
 }
 

@@ -200,8 +200,9 @@ BenchmarkRules parse_benchmark(const std::string& name, const json& spec, const 
   rules.rcp_table = string_field(spec, "rcp_table", where, false);
   rules.convergence = string_field(spec, "convergence", where, false);
   if (rules.convergence.empty()) rules.convergence = mllog_keys::kEpochNum;
-  if (rules.convergence != mllog_keys::kEpochNum && rules.convergence != mllog_keys::kTrainSamples)
-    fail(where + ".convergence", "must be \"epoch_num\" or \"train_samples\"");
+  if (rules.convergence != mllog_keys::kEpochNum && rules.convergence != mllog_keys::kTrainSamples &&
+      rules.convergence != kSamplesCountUnit)
+    fail(where + ".convergence", "must be \"epoch_num\", \"samples_count\" or \"train_samples\"");
   rules.train_samples_convergence = bool_field(spec, "train_samples_convergence", where);
   rules.evaluated_after_training = bool_field(spec, "evaluated_after_training", where);
   return rules;
@@ -261,7 +262,7 @@ json with_base_applied(const json& root, const std::string& origin, const std::s
   if (!root.is_object() || !root.contains("base")) return root;
   allow_only(root, {"ruleset", "description", "base", "changes"}, origin);
   const std::string base = string_field(root, "base", origin);
-  if (depth >= 8) fail(origin + ".base", "rulesets change one another more than 8 deep");
+  if (depth >= 16) fail(origin + ".base", "rulesets change one another more than 16 deep");
   const auto base_text = rules_text_of(base, rules_dir);
   if (!base_text) fail(origin + ".base", "no ruleset " + base + " to apply the changes to");
   const std::string base_origin = "rules/training_" + base + "/" + kRulesFile;
@@ -277,6 +278,13 @@ json with_base_applied(const json& root, const std::string& origin, const std::s
 
 }  // namespace
 
+bool Ruleset::checked_natively(const std::string& name) const {
+  const auto named = [&](const std::string& entry) {
+    return std::find(native_rules.begin(), native_rules.end(), entry) != native_rules.end();
+  };
+  return named("*") || (!native_rules.empty() && (name.empty() || named(name)));
+}
+
 const BenchmarkRules* Ruleset::benchmark(const std::string& name) const {
   const auto found = benchmarks.find(name);
   return found == benchmarks.end() ? nullptr : &found->second;
@@ -291,18 +299,23 @@ Ruleset parse_ruleset(const std::string& json_text, const std::string& origin, c
   const json root = with_base_applied(parse_rules_json(json_text, origin), origin, rules_dir, 0);
   allow_only(root,
              {"ruleset", "description", "base", "entry_configs", "preset", "rcp", "scoring", "benchmarks",
-              "system_description", "configs"},
+              "system_description", "configs", "native_rules", "published"},
              origin);
   Ruleset ruleset;
   ruleset.version = string_field(root, "ruleset", origin);
   ruleset.folder = "training_" + ruleset.version;
   ruleset.base = string_field(root, "base", origin, false);
   ruleset.description = string_field(root, "description", origin, false);
-  ruleset.entry_configs = string_list(root, "entry_configs", origin);
-
-  if (!root.contains("configs") || !root["configs"].is_object()) fail(origin, "missing 'configs'");
-  for (const auto& [name, spec] : root["configs"].items())
-    ruleset.configs[name] = parse_config(name, spec, origin + ": configs." + name);
+  ruleset.published = string_field(root, "published", origin, false);
+  ruleset.native_rules = string_list(root, "native_rules", origin);
+  if (!ruleset.native_rules.empty()) {
+    ruleset.entry_configs = string_list(root, "entry_configs", origin);
+    if (!root.contains("configs") || !root["configs"].is_object()) fail(origin, "missing 'configs'");
+    for (const auto& [name, spec] : root["configs"].items())
+      ruleset.configs[name] = parse_config(name, spec, origin + ": configs." + name);
+  } else if (root.contains("configs") || root.contains("entry_configs")) {
+    fail(origin, "'configs' without 'native_rules' naming the benchmarks they check");
+  }
   for (const auto& entry : ruleset.entry_configs)
     if (!ruleset.configs.count(entry)) fail(origin + ": entry_configs", "no config named '" + entry + "'");
 
@@ -340,16 +353,34 @@ Ruleset load_ruleset(const std::string& version, const std::string& rules_dir) {
   fail("--ruleset " + version, "unknown ruleset; this build has: " + known);
 }
 
-std::optional<std::string> read_ruleset_file(const Ruleset& ruleset, const std::string& file) {
-  if (file.empty() || file.find("..") != std::string::npos) return std::nullopt;
-  if (!ruleset.rules_dir.empty()) {
-    const std::string path = ruleset.rules_dir + "/" + ruleset.folder + "/" + file;
-    if (!std::filesystem::is_regular_file(path)) return std::nullopt;
-    return read_file(path);
+std::optional<std::string> read_rules_file(const std::string& rules_dir, const std::string& path) {
+  if (path.empty() || path.find("..") != std::string::npos) return std::nullopt;
+  if (!rules_dir.empty()) {
+    const std::string full = rules_dir + "/" + path;
+    if (!std::filesystem::is_regular_file(full)) return std::nullopt;
+    return read_file(full);
   }
   for (const auto& embedded : embedded_rule_files())
-    if (embedded.path == ruleset.folder + "/" + file) return std::string(embedded.text);
+    if (embedded.path == path) return std::string(embedded.text);
   return std::nullopt;
+}
+
+std::optional<std::string> read_round_file(const std::string& version, const std::string& file,
+                                           const std::string& rules_dir) {
+  std::string round = version;
+  for (int depth = 0; depth < 32 && !round.empty(); ++depth) {
+    const std::string folder = "training_" + round + "/";
+    if (auto text = read_rules_file(rules_dir, folder + file)) return text;
+    // The round it builds on: checker/checker.json "base" (scripts/import-checker-rules.py).
+    const auto manifest = read_rules_file(rules_dir, folder + "checker/checker.json");
+    const json parsed = manifest ? json::parse(*manifest, nullptr, false) : json();
+    round = parsed.is_object() && parsed.value("base", json()).is_string() ? parsed["base"].get<std::string>() : "";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> read_ruleset_file(const Ruleset& ruleset, const std::string& file) {
+  return read_round_file(ruleset.version, file, ruleset.rules_dir);
 }
 
 std::vector<std::string> embedded_ruleset_versions() {

@@ -13,6 +13,9 @@
 
 namespace trainbench::review {
 
+// The language models' RCP unit from 4.0.0: an evaluation's metadata.samples_count.
+inline constexpr const char* kSamplesCountUnit = "samples_count";
+
 enum class Requirement { kNone, kExactlyOne, kAtLeastOne, kAtLeastOneOr };
 
 // A limit the rules text sets where the official checker sets a looser one (e.g. 20 minutes of
@@ -74,7 +77,7 @@ struct BenchmarkRules {
   int runs = 5;
   int drop_each_side = 1;
   std::string rcp_table;                  // file next to rules.json; empty: no RCP check
-  // What the RCP checker reads by default: "epoch_num" or "train_samples".
+  // What the RCP checker reads by default: "epoch_num", "samples_count" or "train_samples".
   std::string convergence = mllog_keys::kEpochNum;
   bool train_samples_convergence = false;  // --bert-train-samples switches it to the logged train_samples
   // The rules evaluate saved models after training and date run_stop at the passing one's save (MiniGo), so
@@ -125,6 +128,11 @@ struct Ruleset {
   std::string folder;     // "training_1.1.0"
   std::string rules_dir;  // empty: embedded files; otherwise the folder the files were read from
   std::string description;
+  std::string published;  // "2023-11-07": when the round's results were published; "" when not yet
+  // Benchmarks whose logs `configs` (trainbench's own encoding of the round, which knows its presets)
+  // check, "*" for every log; every other log is checked by the round's official rule files
+  // (review/checker_configs.h).
+  std::vector<std::string> native_rules;
   std::vector<std::string> entry_configs;
   std::map<std::string, RuleConfig> configs;
   std::map<std::string, BenchmarkRules> benchmarks;
@@ -134,6 +142,8 @@ struct Ruleset {
   SystemDescriptionRules system_description;
 
   const BenchmarkRules* benchmark(const std::string& name) const;
+  // Whether a log of this benchmark ("" when it names none) is checked by `configs`.
+  bool checked_natively(const std::string& benchmark) const;
   // The round as messages name its official tools: "v1.1" for 1.1.0, "v3.0" for 3.0.0.
   std::string round_name() const;
 };
@@ -148,6 +158,14 @@ Ruleset load_ruleset(const std::string& version, const std::string& rules_dir = 
 
 // A file next to the ruleset's rules.json (an RCP table), or nothing when there is none.
 std::optional<std::string> read_ruleset_file(const Ruleset& ruleset, const std::string& file);
+
+// A file under rules/ (`path` relative to it), embedded or read from rules_dir when that is given.
+std::optional<std::string> read_rules_file(const std::string& rules_dir, const std::string& path);
+
+// A file of rules/training_<version>/ (e.g. "rcps_bert.json", "checker/common.yaml"): a round stores a file
+// only when it changed, so one it lacks is read from the round it builds on (checker/checker.json "base").
+std::optional<std::string> read_round_file(const std::string& version, const std::string& file,
+                                           const std::string& rules_dir = "");
 
 // Versions of the embedded rulesets, e.g. {"1.1.0"}.
 std::vector<std::string> embedded_ruleset_versions();

@@ -33,7 +33,8 @@ TEST(Gpt3Ruleset30, IsTheChangesOfThreePointZeroOnTopOfOnePointOne) {
   EXPECT_EQ(rules.version, "3.0.0");
   EXPECT_EQ(rules.base, "1.1.0");
   EXPECT_EQ(rules.round_name(), "v3.0");
-  ASSERT_EQ(rules.benchmarks.size(), 1u);  // the 1.1.0 benchmarks wait for their 3.0.0 rules (issue 46)
+  ASSERT_EQ(rules.benchmarks.size(), 8u);                           // v3.0's: dlrm_dcnv2 for dlrm, gpt3 for minigo
+  EXPECT_EQ(rules.native_rules, std::vector<std::string>{"gpt3"});  // the others: the round's checker files
   EXPECT_EQ(rules.benchmark("gpt3")->runs, 3);
   EXPECT_EQ(rules.benchmark("gpt3")->drop_each_side, 1);
   EXPECT_FALSE(rules.configs.count("closed_resnet"));
@@ -175,7 +176,7 @@ TEST(Gpt3RulesetChoice, TheLogsBenchmarkPicksTheRound) {
   EXPECT_EQ(logged_benchmark(gpt3), "gpt3");
   EXPECT_EQ(choose_ruleset_version(logged_benchmarks({gpt3})), "3.0.0");
   EXPECT_EQ(choose_ruleset_version(logged_benchmarks({resnet})), "1.1.0");
-  EXPECT_EQ(rounds_with_benchmark("gpt3"), std::vector<std::string>{"3.0.0"});
+  EXPECT_EQ(rounds_with_benchmark("gpt3"), (std::vector<std::string>{"3.0.0", "3.1.0", "4.0.0", "4.1.0"}));
   try {
     choose_ruleset_version(logged_benchmarks({gpt3, resnet}));
     FAIL() << "logs of two rounds were not refused";
@@ -190,7 +191,8 @@ TEST(Gpt3RulesetChoice, TheLogsBenchmarkPicksTheRound) {
               std::string::npos)
         << error.what();
   }
-  EXPECT_THROW(refuse_logs_of_other_rounds(ruleset_3_0(), logged_benchmarks({resnet})), Error);
+  // A log with a synthetic clock does not date itself: another round with its benchmark may review it.
+  EXPECT_NO_THROW(refuse_logs_of_other_rounds(ruleset_3_0(), logged_benchmarks({resnet})));
   EXPECT_NO_THROW(refuse_logs_of_other_rounds(ruleset_3_0(), logged_benchmarks({gpt3})));
 }
 

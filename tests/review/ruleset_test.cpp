@@ -11,7 +11,9 @@ namespace trainbench::review {
 namespace {
 
 TEST(Ruleset, EmbeddedV11LoadsWithEveryConfigTheChecksNeed) {
-  EXPECT_EQ(embedded_ruleset_versions(), (std::vector<std::string>{"1.1.0", "3.0.0"}));
+  EXPECT_EQ(embedded_ruleset_versions(),
+            (std::vector<std::string>{"1.0.0", "1.1.0", "2.0.0", "2.1.0", "3.0.0", "3.1.0", "4.0.0", "4.1.0", "5.0.0",
+                                      "5.1.0", "6.0.0", "6.1.0"}));
   const Ruleset& ruleset = testing::ruleset_1_1();
   EXPECT_EQ(ruleset.version, "1.1.0");
   for (const char* config :
@@ -71,7 +73,9 @@ TEST(Ruleset, LoadsFromARulesFolder) {
 TEST(Ruleset, RejectsTyposAndMalformedRules) {
   const auto parse = [](const std::string& configs) {
     return parse_ruleset(
-        R"({"ruleset": "t", "entry_configs": ["common"], "benchmarks": {}, "configs": )" + configs + "}", "test");
+        R"({"ruleset": "t", "native_rules": ["*"], "entry_configs": ["common"], "benchmarks": {}, "configs": )" +
+            configs + "}",
+        "test");
   };
   EXPECT_NO_THROW(parse(R"({"common": {"keys": {"k": {"req": "exactly_one", "value": {"gt": 0}}}}})"));
   EXPECT_THROW(parse(R"({"common": {"keys": {"k": {"reqq": "exactly_one"}}}})"), Error);
