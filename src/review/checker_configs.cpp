@@ -475,6 +475,18 @@ const CheckerRound& load_checker_round(const std::string& version, const std::st
   return *slot;
 }
 
-CheckerVerdict run_checker(const CheckerRound& round, const ParsedLog& log) { return CheckerRun(round, log).run(); }
+CheckerVerdict run_checker(const CheckerRound& round, const ParsedLog& log) {
+  try {
+    return CheckerRun(round, log).run();
+  } catch (const trainbench::Error& error) {
+    // LimitExceeded (a log built to exhaust the interpreter) or Unsupported (a rule met, at run time, a value
+    // outside the subset): no verdict the official checker's can be trusted to equal, so the log fails.
+    CheckerVerdict verdict;
+    verdict.findings.push_back(
+        {Severity::kError, log.path, 0,
+         "the round's rules could not be evaluated on this log: " + printable(error.what(), 300)});
+    return verdict;
+  }
+}
 
 }  // namespace trainbench::review

@@ -115,11 +115,14 @@ RcpTable parse_rcp_table(const std::string& json_text, const std::string& origin
     if (!record.is_object()) fail(where, "must be an object");
     const auto benchmark = record.find("Benchmark");
     const auto batch = record.find("BS");
-    const auto epochs = record.find("Epochs to converge");
+    // The language models' tables (4.0.0 on) count samples: "samples to converge".
+    auto epochs = record.find("Epochs to converge");
+    if (epochs == record.end()) epochs = record.find("samples to converge");
     if (benchmark == record.end() || !benchmark->is_string()) fail(where, "needs a string 'Benchmark'");
     if (batch == record.end() || !batch->is_number() || !(batch->get<double>() > 0))
       fail(where, "needs a positive 'BS'");
-    if (epochs == record.end() || !epochs->is_array()) fail(where, "needs a list 'Epochs to converge'");
+    if (epochs == record.end() || !epochs->is_array())
+      fail(where, "needs a list 'Epochs to converge' (or 'samples to converge')");
     if (table.benchmark.empty())
       table.benchmark = benchmark->get<std::string>();
     else if (table.benchmark != benchmark->get<std::string>())
@@ -135,7 +138,7 @@ RcpTable parse_rcp_table(const std::string& json_text, const std::string& origin
       fail(where, "needs more than " + std::to_string(2 * parameters.drop_each_side) + " runs");
     const OlympicStats stats = olympic_stats(point.epochs, parameters.drop_each_side);
     point.mean = stats.mean;
-    point.stdev = stats.stdev;
+    point.stdev = parameters.stdev_of_all_runs ? olympic_stats(point.epochs, 0).stdev : stats.stdev;
     point.min_epochs = min_acceptable_mean(stats.mean, stats.stdev, stats.samples, parameters.submission_runs - 2,
                                            parameters.alpha, parameters.tolerance);
     for (const auto& other : table.points)
@@ -166,13 +169,15 @@ RcpTable prune_rcp_table(const RcpTable& table, const RcpParameters& parameters)
   RcpTable pruned = table;
   auto& points = pruned.points;  // sorted by batch size
   if (points.empty()) return pruned;
+  // Until 3.1.0 the checker prunes on the minimum acceptable mean, from 4.0.0 on the RCP mean.
+  const auto key = [&](const RcpPoint& point) { return parameters.prune_on_mean ? point.mean : point.min_epochs; };
   // The first of equals, as Python's min() picks it.
-  const auto fastest = std::min_element(
-      points.begin(), points.end(), [](const RcpPoint& a, const RcpPoint& b) { return a.min_epochs < b.min_epochs; });
+  const auto fastest = std::min_element(points.begin(), points.end(),
+                                        [&](const RcpPoint& a, const RcpPoint& b) { return key(a) < key(b); });
   points.erase(points.begin(), fastest);
   for (size_t i = 1; i + 1 < points.size();) {
     const RcpPoint between = interpolate_rcp(points[i].batch_size, points[i - 1], points[i + 1], parameters);
-    if (points[i].min_epochs > between.min_epochs)
+    if (key(points[i]) > key(between))
       points.erase(points.begin() + static_cast<std::ptrdiff_t>(i));
     else
       ++i;

@@ -42,6 +42,8 @@ struct RcpParameters {
   int drop_each_side = 1;
   double alpha = 0.05;
   double tolerance = 1e-4;
+  bool prune_on_mean = false;      // from 4.0.0: pruning ranks points by RCP mean, not minimum acceptable mean
+  bool stdev_of_all_runs = false;  // from 4.1.0: a point's stdev is over all its runs; its mean stays olympic
 };
 
 struct RcpTable {

@@ -220,7 +220,9 @@ PresetRule parse_preset(const json& spec, const std::string& where) {
 }
 
 RcpSettings parse_rcp_settings(const json& spec, const std::string& where) {
-  allow_only(spec, {"alpha", "tolerance", "epoch_decimals", "bypass_covers_missing", "prune", "score_normalization"},
+  allow_only(spec,
+             {"alpha", "tolerance", "epoch_decimals", "bypass_covers_missing", "prune", "score_normalization",
+              "prune_on_mean", "stdev_of_all_runs"},
              where);
   RcpSettings rcp;
   rcp.alpha = spec.value("alpha", rcp.alpha);
@@ -229,6 +231,8 @@ RcpSettings parse_rcp_settings(const json& spec, const std::string& where) {
   rcp.bypass_covers_missing = bool_field(spec, "bypass_covers_missing", where);
   rcp.prune = bool_field(spec, "prune", where);
   rcp.score_normalization = bool_field(spec, "score_normalization", where);
+  rcp.prune_on_mean = bool_field(spec, "prune_on_mean", where);
+  rcp.stdev_of_all_runs = bool_field(spec, "stdev_of_all_runs", where);
   if (!(rcp.alpha > 0 && rcp.alpha < 1) || !(rcp.tolerance > 0))
     fail(where, "alpha must be in (0, 1) and tolerance positive");
   return rcp;

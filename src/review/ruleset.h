@@ -107,6 +107,8 @@ struct RcpSettings {
   // From 3.0.0 a passing submission faster than the RCP mean gets the factor RCP mean / its mean, which the
   // package checker writes to scaling.json for the result summarizer.
   bool score_normalization = false;
+  bool prune_on_mean = false;      // 4.0.0: pruning ranks points by RCP mean (before: minimum acceptable mean)
+  bool stdev_of_all_runs = false;  // 4.1.0: a point's stdev over all its runs (its mean stays olympic)
 };
 
 // How the round's result summarizer turns runs into a score beyond the olympic mean.

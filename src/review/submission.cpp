@@ -193,6 +193,8 @@ void check_rcp_for(BenchmarkReview& review, const BenchmarkRules& rules, const R
   parameters.drop_each_side = rules.drop_each_side;
   parameters.alpha = ruleset.rcp.alpha;
   parameters.tolerance = ruleset.rcp.tolerance;
+  parameters.prune_on_mean = ruleset.rcp.prune_on_mean;
+  parameters.stdev_of_all_runs = ruleset.rcp.stdev_of_all_runs;
   RcpTable table;  // no points: "Cannot find any RCPs"
   const std::string table_name = rcp_table_name(rules, ruleset, preset);
   if (!table_name.empty()) {

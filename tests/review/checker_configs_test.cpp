@@ -213,6 +213,14 @@ TEST(CheckerEngine, ARaisingCheckFailsItsKeyAndBeginCodeCanAddLines) {
   EXPECT_TRUE(find_finding(verdict.findings, Severity::kError, "raised KeyError")) << dump(verdict.findings);
 }
 
+TEST(CheckerEngine, ARuleThatWouldExhaustTheInterpreterFailsTheLogItRanOn) {
+  const OwnRound own(
+      OwnRound::Files{{"common.yaml", "- KEY:\n    NAME: run_start\n    CHECK: \" len('x' * 10**9) > 0 \"\n"}});
+  const CheckerVerdict verdict = check(own, mllog(1, "run_start", "null"));
+  EXPECT_TRUE(find_finding(verdict.findings, Severity::kError, "could not be evaluated on this log"))
+      << dump(verdict.findings);
+}
+
 TEST(CheckerEngine, CodeOutsideTheSubsetFailsWhenTheRoundLoadsNamingFileAndKey) {
   const OwnRound own(
       OwnRound::Files{{"common.yaml", "- KEY:\n    NAME: run_start\n    CHECK: \" [x for x in v] \"\n"}});

@@ -1,5 +1,6 @@
-// Replays the fuzzer's corpus (fuzz/corpus/log_parser) through the parser and the v1.1 checks, so inputs
-// that once broke something stay covered by the normal test run.
+// Replays the fuzzer's corpus (fuzz/corpus/log_parser) through the parser, the v1.1 checks and a later
+// round's official rule files (run by the rule-code interpreter), so inputs that once broke something stay
+// covered by the normal test run.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -21,9 +22,10 @@ TEST(FuzzCorpus, EveryInputParsesAndChecksWithoutCrashing) {
     ++inputs;
     const std::string data = testing::read_text(entry.path().string());
     const ParsedLog log = parse_log_text(data, entry.path().filename().string());
-    const RunReview review = review_log(log, testing::ruleset_1_1());
-    for (const auto& finding : review.findings)
-      EXPECT_EQ(printable(finding.message, 100000), finding.message) << entry.path();
+    static const Ruleset round_4_0 = load_ruleset("4.0.0");
+    for (const Ruleset* ruleset : {&testing::ruleset_1_1(), &round_4_0})
+      for (const auto& finding : review_log(log, *ruleset).findings)
+        EXPECT_EQ(printable(finding.message, 100000), finding.message) << entry.path();
   }
   EXPECT_GT(inputs, 10u) << "the corpus is missing";
 }

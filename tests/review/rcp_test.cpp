@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <stdexcept>
 
 #include "review/ruleset.h"
@@ -186,6 +188,26 @@ TEST(RcpTable, RejectsBrokenTables) {
                                "t", parameters),
                Error);
   EXPECT_THROW(parse_rcp_table("{\"note\": \"only a note\"}", "t", parameters), Error);
+}
+
+// Two rounds changed how a table is read: 4.0.0 prunes on the RCP mean (a noisy fast point no longer hides
+// a steadier, slower-on-average neighbour), 4.1.0 takes a point's stdev over all its runs.
+TEST(RcpRounds, PruningOnTheMeanAndTheStdevOfAllRuns) {
+  const std::string text = R"({
+    "a": {"Benchmark": "llama2_70b_lora", "BS": 100, "samples to converge": [2, 6, 10, 14, 18]},
+    "b": {"Benchmark": "llama2_70b_lora", "BS": 200, "samples to converge": [9, 9, 9, 9, 9]}})";
+  RcpParameters parameters;
+  const RcpTable table = parse_rcp_table(text, "t", parameters);
+  EXPECT_NEAR(table.points[0].mean, 10.0, 1e-12);  // olympic: 6, 10, 14
+  EXPECT_NEAR(table.points[0].stdev, std::sqrt(32.0 / 3.0), 1e-12);
+  EXPECT_LT(table.points[0].min_epochs, table.points[1].min_epochs);  // a is the "fastest" by minimum mean
+  EXPECT_EQ(prune_rcp_table(table, parameters).points.size(), 2u);
+  parameters.prune_on_mean = true;  // b has the lower mean: a, at a smaller batch, is pruned
+  const RcpTable pruned = prune_rcp_table(table, parameters);
+  ASSERT_EQ(pruned.points.size(), 1u);
+  EXPECT_EQ(pruned.points[0].name, "b");
+  parameters.stdev_of_all_runs = true;
+  EXPECT_NEAR(parse_rcp_table(text, "t", parameters).points[0].stdev, std::sqrt(160.0 / 5.0), 1e-12);
 }
 
 }  // namespace
