@@ -54,7 +54,8 @@ std::string utc_date(double time_ms) {
 }
 
 bool is_result_log(const fs::path& path) {
-  static const std::regex pattern(R"(result_\d{1,9}\.txt)");
+  // As the official tools glob: result_*.txt (result_run1.txt and result_<timestamp>_<n>.txt were published).
+  static const std::regex pattern(R"(result_.+\.txt)");
   return std::regex_match(path.filename().string(), pattern);
 }
 

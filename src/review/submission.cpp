@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <regex>
 #include <set>
@@ -20,11 +21,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// result_<N>.txt -> N, or -1 for any other name.
+// result_<N>.txt -> N; any other result_*.txt -> kUnnumbered (the official tools glob that pattern, and
+// submitters named runs result_run1.txt or result_<timestamp>_<n>.txt); any other name -> -1.
+constexpr long kUnnumbered = std::numeric_limits<long>::max();
 long run_number(const std::string& file_name) {
-  static const std::regex pattern(R"(result_(\d{1,9})\.txt)");
+  static const std::regex numbered(R"(result_(\d{1,9})\.txt)");
   std::smatch match;
-  return std::regex_match(file_name, match, pattern) ? std::stol(match[1].str()) : -1;
+  if (std::regex_match(file_name, match, numbered)) return std::stol(match[1].str());
+  const bool result = file_name.size() > 11 && file_name.rfind("result_", 0) == 0 &&
+                      file_name.compare(file_name.size() - 4, 4, ".txt") == 0;
+  return result ? kUnnumbered : -1;
 }
 
 std::string join(const fs::path& folder, const std::string& name) { return (folder / name).string(); }
@@ -59,7 +65,8 @@ std::string string_field(const nlohmann::json& object, const char* field) {
   return found != object.end() && found->is_string() ? found->get<std::string>() : "";
 }
 
-// Reviews the result_<N>.txt files of one folder, sorted by N; other files are reported.
+// Reviews the result_*.txt files of one folder, result_<N>.txt sorted by N first, then the others by name;
+// other files are reported.
 std::vector<RunReview> review_run_files(const fs::path& folder, const Ruleset& ruleset, const LogCheckOptions& options,
                                         std::vector<Finding>& findings, bool report_other_files) {
   std::vector<std::pair<long, std::string>> files;
@@ -70,7 +77,7 @@ std::vector<RunReview> review_run_files(const fs::path& folder, const Ruleset& r
     if (number >= 0 && entry.is_regular_file(error))
       files.emplace_back(number, entry.path().string());
     else if (report_other_files && name != ruleset.scoring.scaling_file)
-      findings.push_back({Severity::kWarning, entry.path().string(), 0, "not a result_<N>.txt log; ignored"});
+      findings.push_back({Severity::kWarning, entry.path().string(), 0, "not a result_*.txt log; ignored"});
   }
   std::sort(files.begin(), files.end());
   std::vector<RunReview> runs;

@@ -236,7 +236,7 @@ TEST_F(NvidiaSubmission, PackageLayoutProblemsAreReported) {
   EXPECT_NE(findings.find("no systems/dgxa100_ngc21.09_pytorch.json describes this system"), std::string::npos)
       << findings;
   EXPECT_NE(findings.find("'resnet50' is not a benchmark of ruleset 1.1.0"), std::string::npos) << findings;
-  EXPECT_NE(findings.find("notes.txt: warning: not a result_<N>.txt log; ignored"), std::string::npos) << findings;
+  EXPECT_NE(findings.find("notes.txt: warning: not a result_*.txt log; ignored"), std::string::npos) << findings;
   EXPECT_NE(findings.find("benchmarks/resnet: warning: missing"), std::string::npos) << findings;
 }
 
@@ -263,6 +263,20 @@ TEST_F(NvidiaSubmission, ExtraLogInABenchmarkFolder) {
                          "submission_benchmark is 'bert' but the log is in resnet/"),
             nullptr)
       << dump(strict_resnet.runs.back().findings);
+}
+
+// The official tools count every result_*.txt: submitters published result_run1.txt and
+// result_<timestamp>_<n>.txt logs. Numbered logs come first, in number order, then the others by name.
+TEST_F(NvidiaSubmission, AResultLogNeedNotBeNumbered) {
+  const std::string root = copy();
+  const std::string folder = root + "/results/dgxa100_ngc21.09_mxnet/resnet/";
+  fs::rename(folder + "result_0.txt", folder + "result_run10.txt");
+  fs::rename(folder + "result_1.txt", folder + "result_1638316800_1.txt");
+  const BenchmarkReview resnet = benchmark(review_submission(root, testing::ruleset_1_1()), "resnet");
+  EXPECT_TRUE(resnet.valid()) << dump(resnet.findings);
+  ASSERT_EQ(resnet.runs.size(), 5u);
+  EXPECT_EQ(fs::path(resnet.runs[3].path).filename(), "result_1638316800_1.txt");
+  EXPECT_EQ(fs::path(resnet.runs[4].path).filename(), "result_run10.txt");
 }
 
 // The package checker allows one log that fails the compliance checker (UNet3D: four) under olympic

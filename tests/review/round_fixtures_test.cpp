@@ -60,7 +60,8 @@ const Ruleset& ruleset(const std::string& version) {
 // fixtures are read in place.
 std::string fixture_path(const OfficialVerdict& row, const testing::ScratchFolder& scratch) {
   const std::string suffix = "_no_run_stop.txt";
-  if (row.fixture.size() < suffix.size() || row.fixture.compare(row.fixture.size() - suffix.size(), suffix.size(), suffix) != 0)
+  if (row.fixture.size() < suffix.size() ||
+      row.fixture.compare(row.fixture.size() - suffix.size(), suffix.size(), suffix) != 0)
     return rounds_path(row.fixture);
   const std::string pass = row.fixture.substr(0, row.fixture.size() - suffix.size()) + "_pass.txt";
   static const std::regex run_stop(R"("key"\s*:\s*"run_stop")");
