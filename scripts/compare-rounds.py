@@ -508,6 +508,20 @@ def export_org_trees(git_dir, into):
     return commit, missing
 
 
+def exclude_incomplete_folders(published, missing):
+    """Removes every results/<system>/<benchmark>/ folder the mirror lacks a file of: neither side can check it
+    as published, and a folder left with fewer logs crashes whole runs of some tools (the 1.0.0 and 2.x result
+    summarizers divide by zero on a folder with one log). Returns {folder: missing files}."""
+    excluded = collections.Counter()
+    for path in missing:
+        parts = path.split('/')
+        if len(parts) > 4 and parts[1] == 'results':
+            excluded['/'.join(parts[:4])] += 1
+    for folder in excluded:
+        shutil.rmtree(os.path.join(published, folder), ignore_errors=True)
+    return dict(sorted(excluded.items()))
+
+
 def fresh_copy(source, target):
     """A copy of an org tree the package checker may write into: systems/ and results/ copied, benchmarks/ (only
     read, for the seed checker's source scan) hard-linked."""
@@ -589,23 +603,29 @@ def check_org(org, args, ruleset, package_root, work, out_dir):
     published = os.path.join(work, 'published', org)
     checked = os.path.join(work, 'checked', org)
     started = time.monotonic()
-    fresh_copy(published, checked)
-    checker_source = python_source(package_root, 'package_checker')
-    summarizer_source = python_source(package_root, 'result_summarizer')
     base = os.path.join(out_dir, org)
-    checker_args = [checked, 'training', ruleset]
-    if "'--log_output'" in checker_source:
-        checker_args += ['--log_output', base + '.package_checker.log']
-    package = run_official(package_root, 'package_checker', checker_args, base + '.package_checker.json',
-                           base + '.package_checker.out', args.timeout)
-    summaries = {}
-    for name, tree in (('published', published), ('checked', checked)):
-        summarizer_args = [tree, 'training', ruleset]
-        if "'--csv'" in summarizer_source:
-            summarizer_args += ['--csv', f'{base}.summary-{name}.csv']
-        summaries[name] = run_official(package_root, 'result_summarizer', summarizer_args,
-                                       f'{base}.summarizer-{name}.json', f'{base}.summarizer-{name}.out',
-                                       args.timeout)
+    records = [base + '.package_checker.json', base + '.summarizer-published.json', base + '.summarizer-checked.json']
+    if args.reuse_official and os.path.isdir(checked) and all(os.path.exists(r) for r in records):
+        # the official tools' records of an earlier run on the same trees (the checked copy as they left it)
+        package, *pair = [dict(json.load(open(r)), seconds=0.0) for r in records]
+        summaries = dict(zip(('published', 'checked'), pair))
+    else:
+        fresh_copy(published, checked)
+        checker_source = python_source(package_root, 'package_checker')
+        summarizer_source = python_source(package_root, 'result_summarizer')
+        checker_args = [checked, 'training', ruleset]
+        if "'--log_output'" in checker_source:
+            checker_args += ['--log_output', base + '.package_checker.log']
+        package = run_official(package_root, 'package_checker', checker_args, records[0],
+                               base + '.package_checker.out', args.timeout)
+        summaries = {}
+        for name, tree in (('published', published), ('checked', checked)):
+            summarizer_args = [tree, 'training', ruleset]
+            if "'--csv'" in summarizer_source:
+                summarizer_args += ['--csv', f'{base}.summary-{name}.csv']
+            summaries[name] = run_official(package_root, 'result_summarizer', summarizer_args,
+                                           f'{base}.summarizer-{name}.json', f'{base}.summarizer-{name}.out',
+                                           args.timeout)
     reviews = {name: review_tree(args.trainbench_copy, ruleset, tree, args.timeout)
                for name, tree in (('published', published), ('checked', checked))}
     raw = {'org': org, 'package_checker': package, 'summarizer': summaries, 'review': reviews,
@@ -728,26 +748,31 @@ def compare_org(rnd, raw, published_root):
                     if rcp_entry and rcp_entry.get('required') else None,
                     'reasons': (entry.get('invalid_reasons') or []) + sysdesc_errors}
             mine = ours['published']
-            diffs = []
+            diffs, crashes = [], []
             if official['verdict'] == 'skipped' and mine['verdict'] == 'absent':
                 status = 'skipped'
-            elif official['verdict'] == 'crash':
-                status = 'crash'
             else:
-                if not scores_agree(official['score_published'], mine['score']):
-                    diffs.append('score (published)')
-                if not scores_agree(official['score_checked'], ours['checked']['score']):
-                    diffs.append('score (after package checker)')
+                for aspect, theirs_score, mine_score in (
+                        ('score (published)', official['score_published'], mine['score']),
+                        ('score (after package checker)', official['score_checked'], ours['checked']['score'])):
+                    if theirs_score == 'crash':
+                        crashes.append(aspect)
+                    elif not scores_agree(theirs_score, mine_score):
+                        diffs.append(aspect)
                 theirs_rcp, mine_rcp = official['rcp'], mine['rcp']
-                if (theirs_rcp is None) != (mine_rcp is None) or (
-                        theirs_rcp and (bool(theirs_rcp['passed']) != bool(mine_rcp['passed'])
-                                        or theirs_rcp['message'] != mine_rcp['message'])):
-                    diffs.append('RCP')
-                if official['verdict'] != mine['verdict']:
-                    diffs.append('verdict')
-                status = 'disagree' if diffs else 'agree'
+                if official['verdict'] == 'crash':
+                    crashes.append('package checker')
+                else:
+                    if (theirs_rcp is None) != (mine_rcp is None) or (
+                            theirs_rcp and (bool(theirs_rcp['passed']) != bool(mine_rcp['passed'])
+                                            or theirs_rcp['message'] != mine_rcp['message'])):
+                        diffs.append('RCP')
+                    if official['verdict'] != mine['verdict']:
+                        diffs.append('verdict')
+                status = 'disagree' if diffs else 'crash' if crashes else 'agree'
             rows.append({'org': org, 'system': system, 'benchmark': benchmark, 'division': division,
-                         'status': status, 'diffs': diffs, 'official': official, 'ours': ours})
+                         'status': status, 'diffs': diffs, 'crashes': crashes, 'official': official,
+                         'ours': ours})
     return rows
 
 
@@ -787,6 +812,7 @@ def packages(args):
     logging_commit = export(args.logging, tag, ['mlperf_logging'], package_root)
     t0 = time.monotonic()
     results_commit, missing = export_org_trees(args.results, os.path.join(work, 'published'))
+    excluded = exclude_incomplete_folders(os.path.join(work, 'published'), missing)
     export_seconds = round(time.monotonic() - t0, 1)
     args.trainbench_copy = snapshot_trainbench(os.path.abspath(args.trainbench), os.path.join(work, 'trainbench'))
     published = os.path.join(work, 'published')
@@ -794,7 +820,8 @@ def packages(args):
     if args.only:
         orgs = [o for o in orgs if o in args.only.split(',')]
     print(f'round {rnd}: {len(orgs)} orgs, mlperf_logging {tag} ({logging_commit[:12]}), ruleset {ruleset}, '
-          f'{len(missing)} files missing from the mirror; export {export_seconds} s', file=sys.stderr)
+          f'{len(missing)} files missing from the mirror ({len(excluded)} results folders left out); '
+          f'export {export_seconds} s', file=sys.stderr)
     import concurrent.futures
     raws = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(args.jobs, 2))) as pool:
@@ -809,12 +836,21 @@ def packages(args):
         rows += compare_org(rnd, raws[org], published)
         orgs_table.append((org, *org_verdicts(rnd, raws[org])))
     wall = round(time.monotonic() - started, 1)
-    missing_by_folder = collections.Counter(os.path.dirname(p) for p in missing if '/results/' in p)
-    for row in rows:
-        row['missing_files'] = missing_by_folder.get(f"{row['org']}/results/{row['system']}/{row['benchmark']}", 0)
-    out = {'round': rnd, 'ruleset': ruleset, 'logging_tag': tag, 'logging_commit': logging_commit,
+    import hashlib
+    binary = os.path.abspath(args.trainbench)
+    out = {'trainbench': {'path': binary, 'mtime': time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(
+               os.stat(args.trainbench_copy).st_mtime)), 'sha256': hashlib.sha256(
+               open(args.trainbench_copy, 'rb').read()).hexdigest()[:16]},
+           'round': rnd, 'ruleset': ruleset, 'logging_tag': tag, 'logging_commit': logging_commit,
            'results_commit': results_commit, 'wall_s': wall, 'export_s': export_seconds,
            'org_seconds': {o: raws[o]['seconds'] for o in orgs}, 'missing_files': len(missing),
+           'excluded_folders': excluded,
+           'crashes': {o: {label: f"{raw_tool.get('exception')} (in {raw_tool.get('exception_folder')})"
+                           for label, raw_tool in (('package checker', raws[o]['package_checker']),
+                                                   ('result summarizer (published)', raws[o]['summarizer']['published']),
+                                                   ('result summarizer (after package checker)',
+                                                    raws[o]['summarizer']['checked']))
+                           if raw_tool.get('exception')} for o in orgs},
            'orgs': [{'org': o, 'official': a, 'review': b, 'exception': e} for o, a, b, e in orgs_table],
            'rows': rows}
     with open(args.out or os.path.join(work, 'packages.json'), 'w') as f:
@@ -829,23 +865,30 @@ def print_packages(out):
     checked = counts['agree'] + counts['disagree']
     print(f"## Round {out['round']} packages (ruleset {out['ruleset']}, mlperf_logging {out['logging_tag']}, "
           f"{out['wall_s']:.0f} s)\n")
-    print('| round | orgs | systems×benchmarks checked | agree | disagree | official crash | skipped by both |\n'
-          '|---|---|---|---|---|---|---|')
-    print(f"| {out['round']} | {len(out['orgs'])} | {checked} | {counts['agree']} | {counts['disagree']} | "
-          f"{counts['crash']} | {counts['skipped']} |\n")
+    print('| round | orgs | systems×benchmarks checked | agree | disagree | official tool crashed (rest agrees) | '
+          'skipped by both | left out (mirror lacks files) |\n|---|---|---|---|---|---|---|---|')
+    print(f"| {out['round']} | {len(out['orgs'])} | {checked + counts['crash']} | {counts['agree']} | "
+          f"{counts['disagree']} | {counts['crash']} | {counts['skipped']} | {len(out['excluded_folders'])} |\n")
+    crash_reasons = collections.defaultdict(list)
+    for r in rows:
+        for aspect in r.get('crashes', []):
+            tool = 'package checker' if aspect == 'package checker' else 'result summarizer (' + aspect.split('(')[1]
+            crash_reasons[(tool, out['crashes'].get(r['org'], {}).get(tool, ''))].append(r)
+    if crash_reasons:
+        print('| official tool crashed | results | example | exception |\n|---|---|---|---|')
+        for (tool, text), group in sorted(crash_reasons.items(), key=lambda g: -len(g[1])):
+            print(f"| {tool} | {len(group)} | {group[0]['org']}/{group[0]['system']}/{group[0]['benchmark']} | "
+                  f"{cell(text)} |")
+        print()
     aspects = collections.Counter(d for r in rows for d in r['diffs'])
     if aspects:
         print('Disagreeing aspects: ' + ', '.join(f'{k} {v}' for k, v in aspects.most_common()) + '\n')
-    bad = [r for r in rows if r['status'] in ('disagree', 'crash')]
+    bad = [r for r in rows if r['status'] == 'disagree']
     if bad:
         print('| result | aspect | official | trainbench |\n|---|---|---|---|')
     for r in bad:
-        name = f"{r['org']}/{r['system']}/{r['benchmark']}" + (f" ({r['missing_files']} files missing)"
-                                                              if r['missing_files'] else '')
+        name = f"{r['org']}/{r['system']}/{r['benchmark']}"
         theirs, mine, mine_checked = r['official'], r['ours']['published'], r['ours']['checked']
-        if r['status'] == 'crash':
-            print(f"| {name} | official crash | {cell('; '.join(theirs['errors']))} | {mine['verdict']} |")
-            continue
         for aspect in r['diffs']:
             if aspect == 'score (published)':
                 a, b = score_text(theirs['score_published']), score_text(mine['score'])
@@ -871,6 +914,8 @@ def print_packages(out):
         for o in disagreeing_orgs:
             print(f"| {o['org']} | {o['official']}{': ' + cell(o['exception'])[:200] if o['exception'] else ''} | "
                   f"{o['review']} |")
+    print(f"\ntrainbench {out['trainbench']['path']} (built {out['trainbench']['mtime']} UTC, sha256 "
+          f"{out['trainbench']['sha256']}…)")
     print(f"\nwall {out['wall_s']} s (export {out['export_s']} s); per org: " +
           ', '.join(f'{o} {s} s' for o, s in sorted(out['org_seconds'].items(), key=lambda x: -x[1])[:8]))
 
@@ -1137,6 +1182,9 @@ def main():
     p.add_argument('--only', help='only these orgs (comma-separated)')
     p.add_argument('--jobs', type=int, default=2, help='orgs checked at once (2 at most)')
     p.add_argument('--timeout', type=float, default=3600, help='seconds per tool run (default 3600)')
+    p.add_argument('--reuse-official', action='store_true',
+                   help="reuse the official tools' records of an earlier run (<work>/out, <work>/checked): "
+                        'only trainbench runs again, e.g. after a rebuild')
     p = sub.add_parser('_tool', help=argparse.SUPPRESS)
     p.add_argument('--package-root', required=True)
     p.add_argument('--tool', required=True, choices=('package_checker', 'result_summarizer'))
