@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """Held-out check of `trainbench review` against the official MLPerf Training compliance checker, one round at
-a time (1.0, 2.0, 2.1, 3.0, 3.1, 4.0, 4.1, 5.0, 5.1), log by log. Not run in CI: the published results are
-gigabytes (bare git mirrors of mlcommons/training_results_v<round> and mlcommons/logging, from the session's
-`fetch` tool or clones; each round's logs alone are 0.2-0.7 GB) and the official checker takes a minute or two
-of two cores per round. Needs Debian's python3 with
-pyyaml (apt-get install python3-yaml); always run it as /usr/bin/python3.
+a time (1.0, 2.0, 2.1, 3.0, 3.1, 4.0, 4.1, 5.0, 5.1), log by log and package by package. Not run in CI: the
+published results are gigabytes (bare git mirrors of mlcommons/training_results_v<round> and mlcommons/logging,
+from the session's `fetch` tool or clones; each round's logs alone are 0.2-0.7 GB) and the official checker takes
+a minute or two of two cores per round (the package check 2-35 minutes a round). Needs Debian's python3 with
+pyyaml (apt-get install python3-yaml; `packages` also numpy, scipy and pandas for the official tools); always
+run it as /usr/bin/python3.
 
-Two subcommands:
+Three subcommands:
 
   official  exports mlperf_logging at the round's final tag of mlcommons/logging and every result log of the
             round (<org>/results/<system>/<benchmark>/result_*.txt, the package checker's glob) from the results'
@@ -38,6 +39,28 @@ Two subcommands:
     /usr/bin/python3 scripts/compare-rounds.py compare --round 3.1 --official /tmp/rounds/official/3.1.json \\
         --trainbench build/bin/trainbench --results /work/.mirror/mlcommons+training_results_v3.1/repo
 
+  packages  the same check at the package level, org by org (at most 2 at once). Exports <org>/{systems,results,
+            benchmarks}/ of the results' HEAD (a results folder the mirror lacks a file of is left out, for both
+            sides), and per org: copies systems/ and results/ (benchmarks/ hard-linked) to a checked copy; runs the
+            round's package checker on the copy (`python -m mlperf_logging.package_checker COPY training X.Y.0`,
+            which writes scaling.json from 2.1.0 on), its result summarizer (`... result_summarizer TREE training
+            X.Y.0 [--csv]`) on the published tree and on the copy, and `trainbench review --json --ruleset X.Y.0`
+            on both. The official tools run in a child (the hidden `_tool` subcommand) that records, per
+            results/<system>/<benchmark>, what they decided: the package checker's ERROR lines (1.1.0 on; 1.0.0
+            prints nothing for failed logs or seeds, so its folder verdict is rebuilt from the recorded compliance,
+            seed and RCP answers and its "Expected N runs" line), each log's compliance verdict, the seed, power and
+            RCP checkers' answers, each system description's verdict, and the summarizer's scores per folder.
+            Compares per system x benchmark: the score on the published tree and after the package checker (within
+            5e-7 minutes, or both absent), the RCP check (run or not; passed; message), and the verdict (the
+            folder's checks, and from 4.0.0 (and 1.0.0) the system description, against the review's benchmark
+            verdict plus its system-description errors). Prints a Markdown table per round, every disagreement with
+            both sides, the official tools' crashes grouped, and the org-level verdicts; writes <work>/packages.json
+            (default /tmp/rounds/pkg/<round>). --reuse-official runs only trainbench again (after a rebuild).
+
+    /usr/bin/python3 scripts/compare-rounds.py packages --round 4.1 \
+        --logging /work/.mirror/mlcommons+logging/repo \
+        --results /work/.mirror/mlcommons+training_results_v4.1/repo --trainbench build/bin/trainbench
+
 Exports are kept under --work (default /tmp/rounds/work/<round>/{logging/<tag>,results}) and reused while the
 tag's and HEAD's commits match. The mirrors lack a few large blobs (130 logs of 1.0, 4.0, 4.1 and 5.1 in the
 session's mirrors); those logs are listed under missing_logs and checked by neither side.
@@ -45,7 +68,8 @@ session's mirrors); those logs are listed under missing_logs and checked by neit
 The round's tag is its newest X.Y.0 or X.Y.0-rc* tag of mlcommons/logging (for 4.0 the later commit of
 4.0.0-rc3-rcp-prunning and 4.0.0-rc2); --tag overrides it (a commit works too). At 3.1.0-rc3 the checker raises
 on every log (ValueError: REQ AT_LEAST_ONE is read as AT_LEAST(n)); 3aa5296, "Fix AT_LEAST checks", an hour and
-a half later, is the first commit that checks 3.1 logs: --tag 3aa5296 --work /tmp/rounds/work/3.1."""
+a half later, is the first commit that checks 3.1 logs: --tag 3aa5296 --work /tmp/rounds/work/3.1. `packages` checks
+3.1 at 9b25d4a (PACKAGE_TAGS)."""
 import argparse, collections, io, json, multiprocessing, os, re, shutil, subprocess, sys, tarfile, time
 import traceback
 from multiprocessing.connection import wait
@@ -665,7 +689,8 @@ def official_block(rnd, raw, folder_key):
         failed = [f for f, ok in block['compliance'].items() if not ok]
         tolerated = 4 if folder_key.endswith('/unet3d') else 1
         if len(failed) > tolerated:
-            errors.append(f'{len(failed)} files do not comply (the 1.0.0 checker prints nothing): {", ".join(sorted(failed))}')
+            errors.append(f'{len(failed)} files do not comply (the 1.0.0 checker prints nothing): '
+                          f'{", ".join(sorted(failed))}')
         if block.get('seeds') is False:
             errors.append('seed checker failed (the 1.0.0 checker prints its errors only)')
         if block.get('rcp') and not block['rcp'].get('passed'):
@@ -847,7 +872,8 @@ def packages(args):
            'excluded_folders': excluded,
            'crashes': {o: {label: f"{raw_tool.get('exception')} (in {raw_tool.get('exception_folder')})"
                            for label, raw_tool in (('package checker', raws[o]['package_checker']),
-                                                   ('result summarizer (published)', raws[o]['summarizer']['published']),
+                                                   ('result summarizer (published)',
+                                                    raws[o]['summarizer']['published']),
                                                    ('result summarizer (after package checker)',
                                                     raws[o]['summarizer']['checked']))
                            if raw_tool.get('exception')} for o in orgs},
@@ -1177,7 +1203,8 @@ def main():
     p.add_argument('--tag', help="mlcommons/logging tag or commit (default: PACKAGE_TAGS, else the round's final tag)")
     p.add_argument('--trainbench', default='build/bin/trainbench')
     p.add_argument('--work', help='work folder (default /tmp/rounds/pkg/<round>)')
-    p.add_argument('--logging-work', help='where the logging exports are kept (default /tmp/rounds/work/<round>/logging)')
+    p.add_argument('--logging-work',
+                   help='where the logging exports are kept (default /tmp/rounds/work/<round>/logging)')
     p.add_argument('--out', help='JSON file to write (default <work>/packages.json)')
     p.add_argument('--only', help='only these orgs (comma-separated)')
     p.add_argument('--jobs', type=int, default=2, help='orgs checked at once (2 at most)')

@@ -139,7 +139,7 @@ RcpTable parse_rcp_table(const std::string& json_text, const std::string& origin
     const OlympicStats stats = olympic_stats(point.epochs, parameters.drop_each_side);
     point.mean = stats.mean;
     point.stdev = parameters.stdev_of_all_runs ? olympic_stats(point.epochs, 0).stdev : stats.stdev;
-    point.min_epochs = min_acceptable_mean(stats.mean, stats.stdev, stats.samples, parameters.submission_runs - 2,
+    point.min_epochs = min_acceptable_mean(stats.mean, point.stdev, stats.samples, parameters.submission_runs - 2,
                                            parameters.alpha, parameters.tolerance);
     for (const auto& other : table.points)
       if (other.batch_size == point.batch_size)
