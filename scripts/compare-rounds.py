@@ -55,7 +55,9 @@ Three subcommands:
             folder's checks, and from 4.0.0 (and 1.0.0) the system description, against the review's benchmark
             verdict plus its system-description errors). Prints a Markdown table per round, every disagreement with
             both sides, the official tools' crashes grouped, and the org-level verdicts; writes <work>/packages.json
-            (default /tmp/rounds/pkg/<round>). --reuse-official runs only trainbench again (after a rebuild).
+            (default /tmp/rounds/pkg/<round>). Also compares `trainbench report --ruleset X.Y.0`'s report.csv
+            with the summarizer's CSV of the published tree (2.0.0 on), score by score. --reuse-official runs only
+            trainbench again (after a rebuild).
 
     /usr/bin/python3 scripts/compare-rounds.py packages --round 4.1 \
         --logging /work/.mirror/mlcommons+logging/repo \
@@ -70,7 +72,7 @@ The round's tag is its newest X.Y.0 or X.Y.0-rc* tag of mlcommons/logging (for 4
 on every log (ValueError: REQ AT_LEAST_ONE is read as AT_LEAST(n)); 3aa5296, "Fix AT_LEAST checks", an hour and
 a half later, is the first commit that checks 3.1 logs: --tag 3aa5296 --work /tmp/rounds/work/3.1. `packages` checks
 3.1 at 9b25d4a (PACKAGE_TAGS)."""
-import argparse, collections, io, json, multiprocessing, os, re, shutil, subprocess, sys, tarfile, time
+import argparse, collections, csv, io, json, multiprocessing, os, re, shutil, subprocess, sys, tarfile, time
 import traceback
 from multiprocessing.connection import wait
 
@@ -78,6 +80,7 @@ ROUND_TAGS = {'1.0': '1.0.0', '2.0': '2.0.0', '2.1': '2.1.0', '3.0': '3.0.0-rc2'
               '4.0': None, '4.1': '4.1.0-rc4', '5.0': '5.0.0-rc3', '5.1': '5.1.0-rc4'}
 LOG_RE = re.compile(r'^[^/]+/results/[^/]+/[^/]+/result_[^/]*\.txt$')
 MESSAGE_CHARS = 300
+REPORT_TOLERANCE = 0.0005 + 1e-9  # report.csv gives minutes to 3 decimals
 
 
 def git(git_dir, *args):
@@ -165,32 +168,32 @@ def export_round(args):
 
 # ---------------------------------------------------------------------------------------------------- official
 
+# What a failure message reduces to, by its form: (pattern, reason from the whitespace-normalized groups and the
+# message). The first that matches decides.
+REASONS = [
+    (r"CHECK for '([^']*)' failed in line \d+:\n.*?\nfailed test: (.*?)\ncurrent context",
+     lambda g, _: f'CHECK {g[0]}: {g[1]}'),
+    (r"Failed executing CHECK code:\n(.*?)\ntriggered by line:\n.*?\"key\": \"([^\"]*)\"",
+     lambda g, _: f'CHECK {g[1]} raised: {g[0]}'),
+    (r"Failed executing CHECK code:\n(.*?)\ncurrent context", lambda g, _: f'END CHECK raised: {g[0]}'),
+    (r"failed test: (.*?)\ncurrent context", lambda g, _: f'END CHECK: {g[0]}'),
+    (r"Failed executing code (\w+) code triggered by line :\n.*?\"key\": \"([^\"]*)\"",
+     lambda g, _: f'{g[0]} {g[1]} raised'),
+    (r"(Required EXACTLY_ONE occurrence of '[^']*' but found \d+)",
+     lambda g, message: g[0] + (' with different values' if 'with different values' in message else '')),
+    # the checker orders the alternatives by a set of str: by PYTHONHASHSEED
+    (r"Required AT_LEAST_ONE occurrence of ('[^']*'(?: or '[^']*')+)$",
+     lambda g, _: f"Required AT_LEAST_ONE occurrence of {' or '.join(sorted(g[0].split(' or ')))}"),
+    (r'Could not find config file: .*/compliance_checker/(.*)', lambda g, _: f'Could not find config file: {g[0]}'),
+]
+
+
 def reason(message):
     """A failure message reduced to the rule that failed, without the log line, line number and context."""
-    m = re.match(r"CHECK for '([^']*)' failed in line \d+:\n.*?\nfailed test: (.*?)\ncurrent context", message, re.S)
-    if m:
-        return f"CHECK {m.group(1)}: {' '.join(m.group(2).split())}"
-    m = re.match(r"Failed executing CHECK code:\n(.*?)\ntriggered by line:\n.*?\"key\": \"([^\"]*)\"", message, re.S)
-    if m:
-        return f"CHECK {m.group(2)} raised: {' '.join(m.group(1).split())}"
-    m = re.match(r"Failed executing CHECK code:\n(.*?)\ncurrent context", message, re.S)
-    if m:
-        return f"END CHECK raised: {' '.join(m.group(1).split())}"
-    m = re.match(r"failed test: (.*?)\ncurrent context", message, re.S)
-    if m:
-        return f"END CHECK: {' '.join(m.group(1).split())}"
-    m = re.match(r"Failed executing code (\w+) code triggered by line :\n.*?\"key\": \"([^\"]*)\"", message, re.S)
-    if m:
-        return f"{m.group(1)} {m.group(2)} raised"
-    m = re.match(r"(Required EXACTLY_ONE occurrence of '[^']*' but found \d+)", message)
-    if m:
-        return m.group(1) + (' with different values' if 'with different values' in message else '')
-    m = re.match(r"Required AT_LEAST_ONE occurrence of ('[^']*'(?: or '[^']*')+)$", message)
-    if m:  # the checker orders the alternatives by a set of str: by PYTHONHASHSEED
-        return f"Required AT_LEAST_ONE occurrence of {' or '.join(sorted(m.group(1).split(' or ')))}"
-    m = re.match(r'Could not find config file: .*/compliance_checker/(.*)', message)
-    if m:
-        return f'Could not find config file: {m.group(1)}'
+    for pattern, make in REASONS:
+        m = re.match(pattern, message, re.S)
+        if m:
+            return make([' '.join(group.split()) for group in m.groups()], message)
     return ' '.join(message.split())[:200]
 
 
@@ -621,6 +624,78 @@ def review_tree(trainbench, ruleset, folder, timeout):
     return result
 
 
+def report_tree(trainbench, ruleset, folder, out_dir, timeout):
+    """`trainbench report` on the tree: its report.csv minutes per "<system>/<benchmark>" (None: no score)."""
+    try:
+        done = subprocess.run([trainbench, 'report', '--ruleset', ruleset, '--out', out_dir, folder],
+                              capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return {'refused': str(error)}
+    report_csv = os.path.join(out_dir, 'report.csv')
+    if done.returncode == 2 or not os.path.exists(report_csv):
+        return {'refused': refusal(done, folder)}
+    with open(report_csv, newline='') as f:
+        return {'scores': {f"{row['system']}/{row['benchmark']}": float(row['minutes']) if row['minutes'] else None
+                           for row in csv.DictReader(f)}}
+
+
+def summarizer_csv_scores(path):
+    """The result summarizer's --csv scores per "<system>/<benchmark>": a row per system description (named by
+    its details_url), a column per benchmark between 'notes' and 'details_url'; None when it wrote no CSV."""
+    if not os.path.exists(path):
+        return None
+    scores = {}
+    with open(path, newline='') as f:
+        reader = csv.DictReader(f)
+        columns = reader.fieldnames or []
+        if 'notes' not in columns or 'details_url' not in columns:
+            return None
+        benchmarks = columns[columns.index('notes') + 1:columns.index('details_url')]
+        for row in reader:
+            system = os.path.splitext(os.path.basename(row['details_url'] or ''))[0]
+            for benchmark in benchmarks:
+                if row.get(benchmark) not in ('', None):
+                    scores[f'{system}/{benchmark}'] = float(row[benchmark])
+    return scores
+
+
+def compare_report(raw, out_dir):
+    """`trainbench report`'s report.csv against the summarizer's CSV of the published tree, score by score."""
+    theirs = summarizer_csv_scores(os.path.join(out_dir, f"{raw['org']}.summary-published.csv"))
+    if theirs is None:  # the summarizer crashed on the tree; its run without the power logs, if any
+        theirs = summarizer_csv_scores(os.path.join(out_dir, f"{raw['org']}.summarizer-published-without-power.csv"))
+    report = raw.get('report') or {}
+    if theirs is None or 'scores' not in report:
+        return None
+    mine = {key: value for key, value in report['scores'].items() if value is not None}
+    both = sorted(set(theirs) & set(mine))
+    return {'compared': len(both),
+            'differ': [(key, theirs[key], mine[key]) for key in both if abs(theirs[key] - mine[key]) > REPORT_TOLERANCE],
+            'only_summarizer': sorted(set(theirs) - set(mine)), 'only_report': sorted(set(mine) - set(theirs))}
+
+
+def power_folders(tree):
+    import glob
+    return glob.glob(os.path.join(tree, 'results', '*', '*', 'power'))
+
+
+def summarize_without_power(package_root, ruleset, tree, copy, base, args):
+    """The summarizer's scores on a copy of TREE without its results/*/*/power folders: 4.0.0's summarizer
+    crashes on some orgs' power logs (UnboundLocalError: 'conversion_eff') before printing any score, and the
+    performance score does not read them."""
+    record = base + '.json'
+    if args.reuse_official and os.path.exists(record):
+        return dict(json.load(open(record)), seconds=0.0)
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(os.path.join(tree, 'results'), os.path.join(copy, 'results'), symlinks=True)
+    if os.path.isdir(os.path.join(tree, 'systems')):
+        shutil.copytree(os.path.join(tree, 'systems'), os.path.join(copy, 'systems'), symlinks=True)
+    for folder in power_folders(copy):
+        shutil.rmtree(folder)
+    return run_official(package_root, 'result_summarizer', [copy, 'training', ruleset, '--csv', base + '.csv'],
+                        record, base + '.out', args.timeout)
+
+
 def check_org(org, args, ruleset, package_root, work, out_dir):
     """Runs the official package checker and result summarizer and trainbench review on one org; returns the raw
     results (also written to OUT_DIR/<org>.json)."""
@@ -650,9 +725,15 @@ def check_org(org, args, ruleset, package_root, work, out_dir):
             summaries[name] = run_official(package_root, 'result_summarizer', summarizer_args,
                                            f'{base}.summarizer-{name}.json', f'{base}.summarizer-{name}.out',
                                            args.timeout)
+    for name, tree in (('published', published), ('checked', checked)):
+        if summaries[name].get('exception') and power_folders(tree):
+            summaries[name + ' without power'] = summarize_without_power(
+                package_root, ruleset, tree, os.path.join(work, 'without-power', name, org),
+                f'{base}.summarizer-{name}-without-power', args)
     reviews = {name: review_tree(args.trainbench_copy, ruleset, tree, args.timeout)
                for name, tree in (('published', published), ('checked', checked))}
-    raw = {'org': org, 'package_checker': package, 'summarizer': summaries, 'review': reviews,
+    report = report_tree(args.trainbench_copy, ruleset, published, base + '.report', args.timeout)
+    raw = {'org': org, 'package_checker': package, 'summarizer': summaries, 'review': reviews, 'report': report,
            'seconds': round(time.monotonic() - started, 1)}
     with open(base + '.json', 'w') as f:
         json.dump(raw, f, indent=1, default=float)
@@ -745,8 +826,14 @@ def compare_org(rnd, raw, published_root):
                         'rcp': None if rcp is None else
                         {'passed': rcp.get('passed'), 'message': rcp.get('message', rcp.get('exception')),
                          'norm': rcp.get('norm')},
-                        'score_published': official_score(raw['summarizer']['published'], system, benchmark, key, rnd),
-                        'score_checked': official_score(raw['summarizer']['checked'], system, benchmark, key, rnd)}
+                        'without_power': []}
+            for name in ('published', 'checked'):
+                score = official_score(raw['summarizer'][name], system, benchmark, key, rnd)
+                fallback = raw['summarizer'].get(name + ' without power')
+                if score == 'crash' and fallback is not None:
+                    score = official_score(fallback, system, benchmark, key, rnd)
+                    official['without_power'].append(name)
+                official['score_' + name] = score
             ours = {}
             for name in ('published', 'checked'):
                 review = reviews[name]
@@ -878,6 +965,7 @@ def packages(args):
                                                     raws[o]['summarizer']['checked']))
                            if raw_tool.get('exception')} for o in orgs},
            'orgs': [{'org': o, 'official': a, 'review': b, 'exception': e} for o, a, b, e in orgs_table],
+           'reports': {o: compare_report(raws[o], out_dir) for o in orgs},
            'rows': rows}
     with open(args.out or os.path.join(work, 'packages.json'), 'w') as f:
         json.dump(out, f, indent=1, default=float)
@@ -906,6 +994,11 @@ def print_packages(out):
             print(f"| {tool} | {len(group)} | {group[0]['org']}/{group[0]['system']}/{group[0]['benchmark']} | "
                   f"{cell(text)} |")
         print()
+    without_power = [r for r in rows if r['official'].get('without_power')]
+    if without_power:
+        print(f"{len(without_power)} results' official scores come from the summarizer on a copy without power/ "
+              f"folders, as it crashes on the published tree ({', '.join(sorted({r['org'] for r in without_power}))})."
+              "\n")
     aspects = collections.Counter(d for r in rows for d in r['diffs'])
     if aspects:
         print('Disagreeing aspects: ' + ', '.join(f'{k} {v}' for k, v in aspects.most_common()) + '\n')
@@ -940,6 +1033,20 @@ def print_packages(out):
         for o in disagreeing_orgs:
             print(f"| {o['org']} | {o['official']}{': ' + cell(o['exception'])[:200] if o['exception'] else ''} | "
                   f"{o['review']} |")
+    reports = {o: r for o, r in out.get('reports', {}).items() if r is not None}
+    if reports:
+        differ = [(o, *d) for o, r in reports.items() for d in r['differ']]
+        print(f"\n`trainbench report` (report.csv) against the result summarizer's CSV of the published tree, "
+              f"{len(reports)} orgs: {sum(r['compared'] for r in reports.values())} scores in both, "
+              f"{len(differ)} differ; scores only the summarizer gives: "
+              f"{sum(len(r['only_summarizer']) for r in reports.values())}, only the report: "
+              f"{sum(len(r['only_report']) for r in reports.values())}")
+        for o, key, theirs, mine in differ[:20]:
+            print(f'- {o}/{key}: summarizer {theirs:.6f}, report {mine:.3f}')
+        for label, field in (('only the summarizer', 'only_summarizer'), ('only the report', 'only_report')):
+            keys = [f'{o}/{k}' for o, r in reports.items() for k in r[field]]
+            if keys:
+                print(f"- {label}: {', '.join(keys[:12])}{' …' if len(keys) > 12 else ''}")
     print(f"\ntrainbench {out['trainbench']['path']} (built {out['trainbench']['mtime']} UTC, sha256 "
           f"{out['trainbench']['sha256']}…)")
     print(f"\nwall {out['wall_s']} s (export {out['export_s']} s); per org: " +

@@ -162,6 +162,9 @@ void add_system(CLI::App& app, CommandContext& context) {
                       ? "Not detectable (give them)"
                       : "Other fields (override what is detected)");
     if (field == "division") option->check(CLI::IsMember({"closed", "open"}));
+    if (const auto allowed = ruleset.system_description.allowed_values.find(field);
+        allowed != ruleset.system_description.allowed_values.end())
+      option->check(CLI::IsMember(allowed->second.values));  // the status availabilities
   }
   command->callback([flags, &context, command, ruleset] {
     if (flags->out.empty() && !flags->print) fail("system", "give --out systems/<name>.json or --print");

@@ -558,14 +558,45 @@ class LogChecker {
           if (const auto samples = single_number(index_.at(position).value)) review_.convergence = samples;
       return;
     }
+    if (benchmark && !benchmark->first_passing_step.empty())
+      return extract_first_passing_step(metric, run_stop, benchmark->first_passing_step);
     // From 4.0.0 the language models converge at the last evaluation's samples_count, not rounded.
-    const bool samples = review_.convergence_unit == kSamplesCountUnit;
+    const bool epochs = review_.convergence_unit == mllog_keys::kEpochNum;
     for (const size_t position : index_.positions(metric)) {
       const auto& metadata = index_.at(position).metadata;
-      const auto point = metadata.find(samples ? kSamplesCountUnit : mllog_keys::kEpochNum);
+      const auto point = metadata.find(review_.convergence_unit);
       if (position >= run_stop || point == metadata.end() || !point->is_number()) continue;
-      const int decimals = samples ? -1 : ruleset_.rcp.epoch_decimals;
+      const int decimals = epochs ? ruleset_.rcp.epoch_decimals : -1;
       review_.convergence = decimals < 0 ? point->get<double>() : round_like_python(point->get<double>(), decimals);
+    }
+  }
+
+  // Stable diffusion logs FID and CLIP as separate evaluation lines (metadata.metric) of one step; the run
+  // converges at the smallest step whose latest value of every metric meets its bound
+  // (rcp_checker.py@4.0.0-rc3-rcp-prunning:77,101-106). The checker raises on a step missing a metric, or on no
+  // passing step; here such a run has no convergence point, which fails the RCP check.
+  void extract_first_passing_step(const std::string& metric, size_t run_stop,
+                                  const std::map<std::string, MetricBound>& bounds) {
+    std::map<double, std::map<std::string, double>> steps;
+    for (const size_t position : index_.positions(metric)) {
+      const LogEvent& event = index_.at(position);
+      const auto step = event.metadata.find(review_.convergence_unit);
+      const auto name = event.metadata.find("metric");
+      const auto value = number_of(event.value);
+      if (position >= run_stop || step == event.metadata.end() || !step->is_number() || name == event.metadata.end() ||
+          !name->is_string() || !value)
+        continue;
+      steps[step->get<double>()][name->get<std::string>()] = *value;
+    }
+    for (const auto& [step, values] : steps) {
+      const bool passes = std::all_of(bounds.begin(), bounds.end(), [&](const auto& bound) {
+        const auto found = values.find(bound.first);
+        return found != values.end() && bound.second.met_by(found->second);
+      });
+      if (passes) {
+        review_.convergence = step;
+        return;
+      }
     }
   }
 
@@ -603,6 +634,7 @@ RunReview review_log(const ParsedLog& log, const Ruleset& ruleset, const LogChec
   RunReview review;
   review.path = log.path;
   review.findings = log.findings;
+  review.unparsed_lines = static_cast<int>(log.findings.size());
   LogChecker(log, ruleset, options, review).run();
   std::stable_sort(review.findings.begin(), review.findings.end(),
                    [](const Finding& a, const Finding& b) { return a.line < b.line; });

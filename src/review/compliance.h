@@ -67,6 +67,7 @@ struct RunReview {
   std::string convergence_unit;  // "epoch_num" or "train_samples"
   std::optional<double> global_batch_size;
   std::vector<LoggedSeed> seeds;  // in file order
+  int unparsed_lines = 0;         // the parser's problems with the file (the seed checker gives up on such a log)
   std::vector<CurvePoint> curve;     // the target metric against minutes since run_start
   // trainbench's split of the timed region (trainbench_time_split): each part's name and seconds, training
   // compute first as the harness orders them.

@@ -221,11 +221,14 @@ RcpVerdict check_rcp(const RcpTable& table, double batch_size, const std::vector
     verdict.reference = reference;
     // The checker compares with RCP mean / max speedup, i.e. mean / (mean / min): the same number up to the
     // last bit, which decides a mean that sits exactly on the minimum.
-    verdict.passed = submission.mean >= reference.mean / (reference.mean / reference.min_epochs);
+    const double minimum = reference.min_epochs - parameters.minimum_offset;
+    verdict.passed = submission.mean >= reference.mean / (reference.mean / minimum);
     if (verdict.passed && submission.mean < reference.mean)
       verdict.normalization_factor = reference.mean / submission.mean;
+    const std::string offset =
+        parameters.minimum_offset != 0 ? " - " + fixed(parameters.minimum_offset, 0) + " (the ruleset's offset)" : "";
     verdict.explanation = "mean " + fixed(submission.mean, 4) + " " + (verdict.passed ? ">=" : "<") + " minimum " +
-                          fixed(reference.min_epochs, 4) + " (" + reference.name + ", BS " +
+                          fixed(reference.min_epochs, 4) + offset + " (" + reference.name + ", BS " +
                           format_batch(reference.batch_size) + ": RCP mean " + fixed(reference.mean, 4) + ", stdev " +
                           fixed(reference.stdev, 4) + ", max speedup " + fixed(reference.max_speedup(), 4) + ")";
   };

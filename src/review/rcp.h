@@ -44,6 +44,7 @@ struct RcpParameters {
   double tolerance = 1e-4;
   bool prune_on_mean = false;      // from 4.0.0: pruning ranks points by RCP mean, not minimum acceptable mean
   bool stdev_of_all_runs = false;  // from 4.1.0: a point's stdev is over all its runs; its mean stays olympic
+  double minimum_offset = 0;       // taken off the minimum acceptable mean in the comparison (BenchmarkRules)
 };
 
 struct RcpTable {

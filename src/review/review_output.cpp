@@ -78,8 +78,10 @@ std::string format_minutes(double minutes) {
 std::string format_convergence(const RunReview& run) {
   if (!run.convergence) return "";
   char text[48];
-  if (run.convergence_unit == mllog_keys::kTrainSamples)
+  if (run.convergence_unit == mllog_keys::kTrainSamples || run.convergence_unit == kSamplesCountUnit)
     std::snprintf(text, sizeof text, "%.0f samples", *run.convergence);
+  else if (run.convergence_unit == kStepNumUnit)
+    std::snprintf(text, sizeof text, "step %.0f", *run.convergence);
   else
     std::snprintf(text, sizeof text, "epoch %g", *run.convergence);
   return text;

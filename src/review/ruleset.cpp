@@ -1,6 +1,7 @@
 #include "review/ruleset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <tuple>
 
@@ -188,11 +189,25 @@ int positive_int(const json& object, const char* name, const std::string& where)
 
 const std::string kRulesFile = "rules.json";
 
+// {"FID": {"at_most": 90}, "CLIP": {"at_least": 0.15}}
+std::map<std::string, MetricBound> parse_metric_bounds(const json& spec, const std::string& where) {
+  if (!spec.is_object() || spec.empty()) fail(where, "must be an object naming at least one metric");
+  std::map<std::string, MetricBound> bounds;
+  for (const auto& [metric, bound] : spec.items()) {
+    const std::string bound_where = where + "." + metric;
+    allow_only(bound, {"at_most", "at_least"}, bound_where);
+    if (bound.size() != 1 || !bound.begin()->is_number())
+      fail(bound_where, "must hold one number, \"at_most\" or \"at_least\"");
+    bounds[metric] = {bound.contains("at_most"), bound.begin()->get<double>()};
+  }
+  return bounds;
+}
+
 BenchmarkRules parse_benchmark(const std::string& name, const json& spec, const std::string& where) {
-  allow_only(
-      spec,
-      {"runs", "drop_each_side", "rcp_table", "convergence", "train_samples_convergence", "evaluated_after_training"},
-      where);
+  allow_only(spec,
+             {"runs", "drop_each_side", "rcp_table", "convergence", "train_samples_convergence",
+              "evaluated_after_training", "first_passing_step", "rcp_minimum_offset"},
+             where);
   BenchmarkRules rules;
   rules.name = name;
   rules.runs = positive_int(spec, "runs", where);
@@ -201,10 +216,21 @@ BenchmarkRules parse_benchmark(const std::string& name, const json& spec, const 
   rules.convergence = string_field(spec, "convergence", where, false);
   if (rules.convergence.empty()) rules.convergence = mllog_keys::kEpochNum;
   if (rules.convergence != mllog_keys::kEpochNum && rules.convergence != mllog_keys::kTrainSamples &&
-      rules.convergence != kSamplesCountUnit)
-    fail(where + ".convergence", "must be \"epoch_num\", \"samples_count\" or \"train_samples\"");
+      rules.convergence != kSamplesCountUnit && rules.convergence != kStepNumUnit)
+    fail(where + ".convergence", "must be \"epoch_num\", \"samples_count\", \"step_num\" or \"train_samples\"");
   rules.train_samples_convergence = bool_field(spec, "train_samples_convergence", where);
   rules.evaluated_after_training = bool_field(spec, "evaluated_after_training", where);
+  if (spec.contains("first_passing_step")) {
+    rules.first_passing_step = parse_metric_bounds(spec["first_passing_step"], where + ".first_passing_step");
+    if (rules.convergence == mllog_keys::kTrainSamples)
+      fail(where + ".first_passing_step", "needs an evaluation's step as the convergence, not train_samples");
+  }
+  if (spec.contains("rcp_minimum_offset")) {
+    const json& offset = spec["rcp_minimum_offset"];
+    if (!offset.is_number() || !std::isfinite(offset.get<double>()))
+      fail(where + ".rcp_minimum_offset", "must be a number");
+    rules.rcp_minimum_offset = offset.get<double>();
+  }
   return rules;
 }
 
@@ -302,7 +328,7 @@ std::string Ruleset::round_name() const {
 Ruleset parse_ruleset(const std::string& json_text, const std::string& origin, const std::string& rules_dir) {
   const json root = with_base_applied(parse_rules_json(json_text, origin), origin, rules_dir, 0);
   allow_only(root,
-             {"ruleset", "description", "base", "entry_configs", "preset", "rcp", "scoring", "benchmarks",
+             {"ruleset", "description", "base", "entry_configs", "preset", "rcp", "scoring", "package", "benchmarks",
               "system_description", "configs", "native_rules", "published"},
              origin);
   Ruleset ruleset;
@@ -332,13 +358,32 @@ Ruleset parse_ruleset(const std::string& json_text, const std::string& origin, c
     allow_only(root["scoring"], {"scaling_file"}, origin + ": scoring");
     ruleset.scoring.scaling_file = string_field(root["scoring"], "scaling_file", origin + ": scoring", false);
   }
+  if (root.contains("package")) {
+    const std::string where = origin + ": package";
+    allow_only(root["package"], {"seed_in_every_run", "params_file", "power_folder"}, where);
+    ruleset.package.power_folder = string_field(root["package"], "power_folder", where, false);
+    ruleset.package.seed_in_every_run = bool_field(root["package"], "seed_in_every_run", where);
+    ruleset.package.params_file = string_field(root["package"], "params_file", where, false);
+  }
   if (root.contains("system_description")) {
     const json& spec = root["system_description"];
     const std::string where = origin + ": system_description";
-    allow_only(spec, {"fields", "structured_fields", "count_fields"}, where);
+    allow_only(spec, {"fields", "structured_fields", "count_fields", "allowed_values"}, where);
     ruleset.system_description.fields = string_list(spec, "fields", where);
     ruleset.system_description.structured_fields = string_list(spec, "structured_fields", where);
     ruleset.system_description.count_fields = string_list(spec, "count_fields", where);
+    if (spec.contains("allowed_values")) {
+      if (!spec["allowed_values"].is_object()) fail(where + ".allowed_values", "must be an object");
+      for (const auto& [field, allowed] : spec["allowed_values"].items()) {
+        if (field == "note") continue;
+        const std::string field_where = where + ".allowed_values." + field;
+        allow_only(allowed, {"values", "or_lowercased"}, field_where);
+        auto& entry = ruleset.system_description.allowed_values[field];
+        entry.values = string_list(allowed, "values", field_where);
+        entry.or_lowercased = bool_field(allowed, "or_lowercased", field_where);
+        if (entry.values.empty()) fail(field_where + ".values", "must list at least one value");
+      }
+    }
   }
   return ruleset;
 }

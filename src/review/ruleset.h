@@ -15,6 +15,8 @@ namespace trainbench::review {
 
 // The language models' RCP unit from 4.0.0: an evaluation's metadata.samples_count.
 inline constexpr const char* kSamplesCountUnit = "samples_count";
+// Stable diffusion's RCP unit in 3.1.0: an evaluation's metadata.step_num.
+inline constexpr const char* kStepNumUnit = "step_num";
 
 enum class Requirement { kNone, kExactlyOne, kAtLeastOne, kAtLeastOneOr };
 
@@ -72,13 +74,27 @@ struct RuleConfig {
   std::optional<TensorSetRule> tensors;
 };
 
+// A bound one metric must meet for an evaluation to pass: value <= bound, or >= bound.
+struct MetricBound {
+  bool at_most = false;
+  double bound = 0;
+  bool met_by(double value) const { return at_most ? value <= bound : value >= bound; }
+};
+
 struct BenchmarkRules {
   std::string name;
   int runs = 5;
   int drop_each_side = 1;
   std::string rcp_table;                  // file next to rules.json; empty: no RCP check
-  // What the RCP checker reads by default: "epoch_num", "samples_count" or "train_samples".
+  // What the RCP checker reads by default: "epoch_num", "samples_count", "step_num" or "train_samples".
   std::string convergence = mllog_keys::kEpochNum;
+  // When set, the run converges at the smallest step (its evaluations' metadata `convergence`) at which every
+  // named metric (metadata.metric) meets its bound, not at the last evaluation before run_stop: stable
+  // diffusion's FID <= 90 and CLIP >= 0.15, which its rcp_checker hardcodes.
+  std::map<std::string, MetricBound> first_passing_step;
+  // Subtracted from the RCP's minimum acceptable mean when a submission is compared with it (llama31_405b in
+  // 5.0.0 and 5.1.0: 46080 samples, rcp_checker.py@5.0.0-rc3:443-444).
+  double rcp_minimum_offset = 0;
   bool train_samples_convergence = false;  // --bert-train-samples switches it to the logged train_samples
   // The rules evaluate saved models after training and date run_stop at the passing one's save (MiniGo), so
   // run_stop may precede the evaluation lines.
@@ -118,10 +134,28 @@ struct ScoringRules {
   std::string scaling_file;
 };
 
+// What the round's package checker does beyond per-log and RCP checks.
+struct PackageRules {
+  // 4.1.0 on: every run logs a seed (before: every run after the first one that logs one).
+  bool seed_in_every_run = false;
+  // 4.0.0 on: a file of this name in a system or benchmark folder whose line "rcp-bypass" or
+  // "seed-checker-bypass" turns that check's bypass on for the folder; "" when the round reads none.
+  std::string params_file;
+  // 5.0.0 on: a benchmark folder's subfolder of this name holds each run's power logs (power_checker.py).
+  std::string power_folder;
+};
+
 struct SystemDescriptionRules {
   std::vector<std::string> fields;         // required, in the order `trainbench system` writes them
   std::vector<std::string> structured_fields;  // may hold any JSON value instead of a string
   std::vector<std::string> count_fields;   // must hold a whole number (nodes, accelerators per node)
+  // Fields whose text must be one of a list (status from 4.0.0); with or_lowercased a value whose lower case
+  // is listed passes too (4.0.0's checker).
+  struct AllowedValues {
+    std::vector<std::string> values;
+    bool or_lowercased = false;
+  };
+  std::map<std::string, AllowedValues> allowed_values;
 };
 
 struct Ruleset {
@@ -141,6 +175,7 @@ struct Ruleset {
   PresetRule preset;
   RcpSettings rcp;
   ScoringRules scoring;
+  PackageRules package;
   SystemDescriptionRules system_description;
 
   const BenchmarkRules* benchmark(const std::string& name) const;

@@ -76,7 +76,8 @@ std::vector<RunReview> review_run_files(const fs::path& folder, const Ruleset& r
     std::error_code error;
     if (number >= 0 && entry.is_regular_file(error))
       files.emplace_back(number, entry.path().string());
-    else if (report_other_files && name != ruleset.scoring.scaling_file)
+    else if (report_other_files && name != ruleset.scoring.scaling_file && name != ruleset.package.params_file &&
+             name != ruleset.package.power_folder)
       findings.push_back({Severity::kWarning, entry.path().string(), 0, "not a result_*.txt log; ignored"});
   }
   std::sort(files.begin(), files.end());
@@ -108,15 +109,27 @@ std::optional<std::string> seed_as_integer(const nlohmann::json& value) {
   return (match[1] == "-" && digits != "0" ? "-" : "") + digits;
 }
 
-// The v1.1 package checker's seed checker (closed division): every seed reads as an integer; once a run
-// has logged a seed, every later run (in file order) logs one; no two runs log the same seed from the same
-// source line (metadata file and lineno). The same seed from different lines passes it.
-void check_seeds(const std::vector<RunReview>& runs, const std::string& round, std::vector<Finding>& findings) {
+// The package checker's seed checker (closed division): every seed reads as an integer; every run logs a
+// seed (4.1.0 on) or, before, every run after the first one that logs one (in file order); no two runs log
+// the same seed from the same source line (metadata file and lineno); the same seed from different lines
+// passes. It reads a log with its own parser and gives up on one with unparsable lines, which fails it.
+void check_seeds(const std::vector<RunReview>& runs, const Ruleset& ruleset, std::vector<Finding>& findings) {
+  const std::string round = ruleset.round_name();
   std::map<std::string, std::string> run_of_seed;  // "file:lineno:seed" -> the run that logged it first
   std::string first_seeded_run;
   std::vector<std::string> unseeded_before_first;
   for (const auto& run : runs) {
     const std::string name = file_name(run.path);
+    if (run.unparsed_lines > 0) {
+      findings.push_back({Severity::kError, run.path, 0,
+                          "the " + round + " seed checker cannot read this log's seeds: it stops at parsing errors"});
+      continue;
+    }
+    if (run.seeds.empty() && ruleset.package.seed_in_every_run) {
+      findings.push_back(
+          {Severity::kError, run.path, 0, "logs no seed; the " + round + " seed checker wants one in every run"});
+      continue;
+    }
     if (run.seeds.empty()) {
       if (!first_seeded_run.empty())
         findings.push_back({Severity::kError, run.path, 0,
@@ -184,7 +197,9 @@ std::string rcp_table_name(const BenchmarkRules& rules, const Ruleset& ruleset, 
 // The rcp_checker's verdict for every set of runs. It counts for the benchmark's verdict where the v1.1
 // package checker runs it: closed division (as the system description says) and a benchmark with RCPs.
 void check_rcp_for(BenchmarkReview& review, const BenchmarkRules& rules, const Ruleset& ruleset,
-                   const ReviewOptions& options, const std::string& division) {
+                   const ReviewOptions& options, const RunSetContext& context) {
+  const std::string& division = context.division;
+  const bool rcp_bypass = options.rcp_bypass || context.rcp_bypass;
   const auto add = [&](Severity severity, const std::string& message) {
     review.findings.push_back({severity, review.directory, 0, message});
   };
@@ -202,6 +217,7 @@ void check_rcp_for(BenchmarkReview& review, const BenchmarkRules& rules, const R
   parameters.tolerance = ruleset.rcp.tolerance;
   parameters.prune_on_mean = ruleset.rcp.prune_on_mean;
   parameters.stdev_of_all_runs = ruleset.rcp.stdev_of_all_runs;
+  parameters.minimum_offset = rules.rcp_minimum_offset;
   RcpTable table;  // no points: "Cannot find any RCPs"
   const std::string table_name = rcp_table_name(rules, ruleset, preset);
   if (!table_name.empty()) {
@@ -228,8 +244,8 @@ void check_rcp_for(BenchmarkReview& review, const BenchmarkRules& rules, const R
     convergence.push_back(run.rcp_convergence());
   }
   if (batch_sizes.size() == 1) {
-    review.rcp = check_rcp(table, *batch_sizes.begin(), convergence, parameters, options.rcp_bypass,
-                           ruleset.rcp.bypass_covers_missing);
+    review.rcp =
+        check_rcp(table, *batch_sizes.begin(), convergence, parameters, rcp_bypass, ruleset.rcp.bypass_covers_missing);
   } else {
     review.rcp = RcpVerdict();
     review.rcp->outcome = batch_sizes.empty() ? "Could not detect global_batch_size"
@@ -243,10 +259,12 @@ void check_rcp_for(BenchmarkReview& review, const BenchmarkRules& rules, const R
         std::string("RCP check not required: ") +
             (closed ? "ruleset " + ruleset.version + " has no RCPs for " + rules.name
                     : "the " + ruleset.round_name() + " package checker checks RCPs in the closed division only"));
-  else if (verdict.bypassed)
-    add(Severity::kWarning, "RCP check failed, accepted with --rcp-bypass (the submitter must notify the chair)");
-  else if (!verdict.passed && options.rcp_bypass)
-    add(Severity::kNote, "--rcp-bypass does not cover this outcome in ruleset " + ruleset.version);
+  const std::string bypass_source = options.rcp_bypass ? "--rcp-bypass" : ruleset.package.params_file + " rcp-bypass";
+  if (verdict.required && verdict.bypassed)
+    add(Severity::kWarning,
+        "RCP check failed, accepted with " + bypass_source + " (the submitter must notify the chair)");
+  else if (verdict.required && !verdict.passed && rcp_bypass)
+    add(Severity::kNote, bypass_source + " does not cover this outcome in ruleset " + ruleset.version);
 }
 
 std::string fixed_text(double value, int decimals) {
@@ -307,6 +325,112 @@ void apply_score_scaling(BenchmarkReview& review, const Ruleset& ruleset) {
           ", so the score is the result summarizer's on the folder as it is");
 }
 
+// The power checker's reading of a power file's number: int() of the name's stem after its last '_'.
+std::optional<long> power_file_number(const std::string& file) {
+  const std::string stem = fs::path(file).stem().string();
+  static const std::regex integer(R"(\s*[+-]?\d+\s*)");
+  const std::string last = stem.substr(stem.rfind('_') == std::string::npos ? 0 : stem.rfind('_') + 1);
+  if (!std::regex_match(last, integer) || last.size() > 18) return std::nullopt;
+  return std::stol(last);
+}
+
+// The 5.0.0 power checker (package_checker/power_checker.py@5.0.0-rc3), run where a benchmark folder has a
+// power folder: each run needs power/<run>/, whose node* and sw* files are numbered 0 to count - 1, and the
+// runs the most common node and sw counts (ties: the count seen first). Kept as it decides verdicts: runs are
+// taken in file name order, and a count that differs names the run at its position among all runs, those
+// without a folder included. A failure is an error on the run, which then counts as a failed log.
+void check_power(const fs::path& power, std::vector<RunReview>& runs, std::vector<Finding>& findings,
+                 const std::string& round) {
+  std::map<std::string, RunReview*> by_file;
+  for (auto& run : runs) by_file[fs::path(run.path).filename().string()] = &run;
+  std::vector<RunReview*> in_order;
+  for (const auto& [file, run] : by_file) in_order.push_back(run);
+  const auto fail_run = [&](size_t index, const std::string& why) {
+    in_order[index]->findings.push_back(
+        {Severity::kError, in_order[index]->path, 0, "the " + round + " power checker: " + why});
+  };
+  std::map<std::string, std::vector<size_t>> counts;  // "node", "sw" -> per run with a folder, in name order
+  for (size_t index = 0; index < in_order.size(); ++index) {
+    const fs::path folder = power / fs::path(in_order[index]->path).stem();
+    std::error_code error;
+    if (!fs::is_directory(folder, error)) {
+      fail_run(index, "no " + folder.string() + "/ with this run's power logs");
+      continue;
+    }
+    const std::vector<fs::directory_entry> entries = sorted_entries(folder, findings);
+    for (const std::string kind : {"node", "sw"}) {
+      std::vector<long> numbers;
+      for (const auto& entry : entries) {
+        if (entry.path().filename().string().rfind(kind, 0) != 0) continue;
+        const auto number = power_file_number(entry.path().filename().string());
+        if (!number)
+          return findings.push_back({Severity::kError, entry.path().string(), 0,
+                                     "the " + round + " power checker stops here: no number after the last '_'"});
+        numbers.push_back(*number);
+      }
+      const long count = static_cast<long>(numbers.size());
+      if (std::any_of(numbers.begin(), numbers.end(), [&](long n) { return n < 0 || n >= count; }))
+        fail_run(index, kind + " files are not numbered " + kind + "_0 to " + kind + "_" + std::to_string(count - 1));
+      counts[kind].push_back(numbers.size());
+    }
+  }
+  if (counts.empty())
+    return findings.push_back({Severity::kError, power.string(), 0,
+                               "no run has its power folder; the " + round + " power checker crashes on that"});
+  for (const auto& [kind, per_run] : counts) {
+    std::map<size_t, int> seen;
+    for (const size_t count : per_run) ++seen[count];
+    size_t most_common = per_run.front();
+    for (const size_t count : per_run)
+      if (seen[count] > seen[most_common]) most_common = count;
+    for (size_t i = 0; i < per_run.size(); ++i)
+      if (per_run[i] != most_common)
+        fail_run(i, "a run's count of " + kind + " files differs from most runs' " + std::to_string(most_common) +
+                        " (the checker names the run at that run's position among all runs)");
+  }
+}
+
+// The round's package_checker_params in a system or benchmark folder, added to what `inherited` turns on.
+// The checker compares each line as Python's readlines() gives it, newline included, so only a last line
+// without one turns a bypass on (package_checker.py@4.0.0-rc3-rcp-prunning:61-72,103-116); a bypass line it
+// ignores for its newline is reported.
+RunSetContext with_package_params(RunSetContext inherited, const fs::path& folder, const Ruleset& ruleset,
+                                  std::vector<Finding>& findings) {
+  if (ruleset.package.params_file.empty()) return inherited;
+  const fs::path path = folder / ruleset.package.params_file;
+  std::error_code error;
+  if (!fs::exists(fs::symlink_status(path, error))) return inherited;
+  std::string text;
+  try {
+    text = read_file(path.string());
+  } catch (const Error& problem) {
+    findings.push_back({Severity::kError, path.string(), 0, problem.what()});
+    return inherited;
+  }
+  size_t start = 0;
+  for (int line = 1; start < text.size(); ++line) {
+    const size_t end = text.find('\n', start);
+    std::string content = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    bool newline = end != std::string::npos;
+    start = newline ? end + 1 : text.size();
+    if (!content.empty() && content.back() == '\r') {  // Python's universal newlines read "\r" as one too
+      content.pop_back();
+      newline = true;
+    }
+    bool* bypass = content == "rcp-bypass"            ? &inherited.rcp_bypass
+                   : content == "seed-checker-bypass" ? &inherited.seed_bypass
+                                                      : nullptr;
+    if (bypass && newline)
+      findings.push_back({Severity::kWarning, path.string(), line,
+                          "'" + content + "' is ignored: the " + ruleset.round_name() +
+                              " package checker compares the line with its newline, so only a last line "
+                              "without one counts"});
+    else if (bypass)
+      *bypass = true;
+  }
+  return inherited;
+}
+
 void review_package(SubmissionReview& review, const fs::path& root, const Ruleset& ruleset,
                     const ReviewOptions& options) {
   review.package_layout = true;
@@ -345,9 +469,12 @@ void review_package(SubmissionReview& review, const fs::path& root, const Rulese
           {Severity::kError, system_entry.path().string(), 0, "no systems/" + name + ".json describes this system"});
     const std::string division = string_field(system.description, "division");
     const std::string submitter = string_field(system.description, "submitter");
+    const RunSetContext system_context =
+        with_package_params({true, division}, system_entry.path(), ruleset, system.findings);
     for (const auto& benchmark_entry : sorted_entries(system_entry.path(), system.findings)) {
       const std::string benchmark = benchmark_entry.path().filename().string();
       if (!benchmark_entry.is_directory(error)) {
+        if (benchmark == ruleset.package.params_file) continue;
         system.findings.push_back(
             {Severity::kWarning, benchmark_entry.path().string(), 0, "not a benchmark folder; ignored"});
         continue;
@@ -361,6 +488,9 @@ void review_package(SubmissionReview& review, const fs::path& root, const Rulese
       std::vector<Finding> folder_findings;
       std::vector<RunReview> runs =
           review_run_files(benchmark_entry.path(), ruleset, options.checks, folder_findings, true);
+      const fs::path power = benchmark_entry.path() / ruleset.package.power_folder;
+      if (!ruleset.package.power_folder.empty() && fs::exists(fs::symlink_status(power, error)))
+        check_power(power, runs, folder_findings, ruleset.round_name());
       // The official tools do not compare these: the compliance checker takes the benchmark and division
       // from the log, the package checker from the folder and the system description.
       const Severity layout_severity = options.checks.strict ? Severity::kError : Severity::kWarning;
@@ -388,8 +518,10 @@ void review_package(SubmissionReview& review, const fs::path& root, const Rulese
       }
       any_results = any_results || !runs.empty();
       benchmarks_with_results.insert(benchmark);
-      BenchmarkReview result = review_benchmark_runs(name, benchmark, benchmark_entry.path().string(),
-                                                     std::move(runs), ruleset, options, {true, division});
+      const RunSetContext context =
+          with_package_params(system_context, benchmark_entry.path(), ruleset, folder_findings);
+      BenchmarkReview result = review_benchmark_runs(name, benchmark, benchmark_entry.path().string(), std::move(runs),
+                                                     ruleset, options, context);
       result.findings.insert(result.findings.begin(), folder_findings.begin(), folder_findings.end());
       system.benchmarks.push_back(std::move(result));
     }
@@ -531,7 +663,10 @@ BenchmarkReview review_benchmark_runs(const std::string& system, const std::stri
   std::set<std::string> log_divisions;
   for (const auto& run : review.runs) log_divisions.insert(run.division);
   const bool closed = context.division.empty() ? !log_divisions.count("open") : context.division == "closed";
-  if (closed) check_seeds(review.runs, ruleset.round_name(), review.findings);
+  if (closed && context.seed_bypass)
+    add(Severity::kWarning, "seed check bypassed by " + ruleset.package.params_file + " seed-checker-bypass");
+  else if (closed)
+    check_seeds(review.runs, ruleset, review.findings);
 
   std::vector<RunTime> times;
   for (const auto& run : review.runs) {
@@ -556,7 +691,7 @@ BenchmarkReview review_benchmark_runs(const std::string& system, const std::stri
                               std::to_string(rules->drop_each_side) + " failed log(s) under olympic scoring"
                         : ""));
   }
-  if (count > 0) check_rcp_for(review, *rules, ruleset, options, context.division);
+  if (count > 0) check_rcp_for(review, *rules, ruleset, options, context);
   if (review.score.mean_minutes) apply_score_scaling(review, ruleset);
   return review;
 }

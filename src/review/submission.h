@@ -77,6 +77,9 @@ SubmissionReview review_submission(const std::string& folder, const Ruleset& rul
 struct RunSetContext {
   bool package = false;  // in a submission package, held to the package checker's rules (exact run count)
   std::string division;  // the system description's; "" when there is none (then the logs' division counts)
+  // Turned on for this folder by the round's package_checker_params (PackageRules::params_file).
+  bool rcp_bypass = false;
+  bool seed_bypass = false;
 };
 
 // The checks over a set of runs of one benchmark: run count, seeds, olympic score and RCP.

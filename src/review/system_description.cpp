@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -245,6 +246,23 @@ std::vector<Finding> check_system_description(const json& description, const std
     else if (!whole_number(text))
       add(Severity::kWarning, "field '" + field + "' is " + describe(*found) +
                                   ", not a whole number, so the accelerator count is unknown");
+  }
+  for (const auto& [field, allowed] : rules.allowed_values) {
+    const auto found = description.find(field);
+    if (found == description.end()) continue;
+    const auto listed = [&](std::string value, bool lowered) {
+      if (lowered)  // Python's str.lower(); the lists are ASCII, so other letters cannot match either way
+        for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return std::find(allowed.values.begin(), allowed.values.end(), value) != allowed.values.end();
+    };
+    if (found->is_string() && (listed(found->get<std::string>(), false) ||
+                               (allowed.or_lowercased && listed(found->get<std::string>(), true))))
+      continue;
+    std::string list;
+    for (const auto& value : allowed.values) list += (list.empty() ? "'" : ", '") + value + "'";
+    add(Severity::kError, "field '" + field + "' is " + describe(*found) +
+                              "; the round's system_desc_checker wants one of " + list +
+                              (allowed.or_lowercased ? " (or one whose lower case is listed)" : ""));
   }
   for (const auto& [field, value] : description.items()) {
     if (std::find(rules.fields.begin(), rules.fields.end(), field) == rules.fields.end())

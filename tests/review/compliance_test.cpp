@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "review/json_checks.h"
+#include "review/review_output.h"
 #include "test_support.h"
 
 namespace trainbench::review {
@@ -237,6 +238,30 @@ TEST(Compliance, ConvergencePointFollowsTheRcpCheckerConventions) {
     text.replace(epoch, text.find('}', epoch) - epoch, logged);
     EXPECT_EQ(review_log(parse_log_text(text, "r.txt"), testing::ruleset_1_1()).convergence, read) << logged;
   }
+}
+
+// Stable diffusion converges at the smallest step whose FID <= 90 and CLIP >= 0.15, whatever came after it:
+// step_num in 3.1.0, samples_count from 4.0.0 (rcp_checker.py@9b25d4a:73-99, @4.0.0-rc3-rcp-prunning:77-106).
+TEST(Compliance, StableDiffusionConvergesAtTheFirstStepWhereEveryMetricPasses) {
+  const std::string v31 = testing::read_text(testing::test_path("rounds/3.1/stable_diffusion_pass.txt"));
+  const RunReview published = review_log(parse_log_text(v31, "sd.txt"), load_ruleset("3.1.0"));
+  EXPECT_EQ(published.convergence_unit, "step_num");
+  EXPECT_EQ(published.convergence, 5000.0);  // 4000 has FID 95.5; 5000 and 6000 pass
+  const std::string fid_4000 = "\"value\": 95.54910604030641";
+  ASSERT_NE(v31.find(fid_4000), std::string::npos);
+  std::string earlier = v31;
+  earlier.replace(earlier.find(fid_4000), fid_4000.size(), "\"value\": 89.5");
+  EXPECT_EQ(review_log(parse_log_text(earlier, "sd.txt"), load_ruleset("3.1.0")).convergence, 4000.0);
+  std::string no_clip = earlier;  // CLIP 0.1555 at 4000 no longer reaches 0.15
+  no_clip.replace(no_clip.find("\"value\": 0.1555200187461179"), 27, "\"value\": 0.1499999999999999");
+  EXPECT_EQ(review_log(parse_log_text(no_clip, "sd.txt"), load_ruleset("3.1.0")).convergence, 5000.0);
+
+  const std::string v40 = testing::read_text(testing::test_path("rounds/4.0/stable_diffusion_pass.txt"));
+  const RunReview samples = review_log(parse_log_text(v40, "sd.txt"), load_ruleset("4.0.0"));
+  EXPECT_EQ(samples.convergence_unit, "samples_count");
+  EXPECT_EQ(samples.convergence, 2560000.0);
+  EXPECT_EQ(format_convergence(samples), "2560000 samples");
+  EXPECT_EQ(format_convergence(published), "step 5000");
 }
 
 // A log's text with each `from` replaced by its `to` (each must occur).

@@ -332,6 +332,112 @@ TEST_F(NvidiaSubmission, FailedRcpCanBeBypassed) {
   EXPECT_NE(find_finding(bypassed.findings, Severity::kWarning, "accepted with --rcp-bypass"), nullptr);
 }
 
+// From 4.0.0 a package_checker_params file in a system or benchmark folder turns the RCP or seed bypass on,
+// but only as a last line without a newline (the checker compares readlines() lines). The mechanism is
+// tested on v1.1 results with the ruleset told where the file is.
+TEST_F(NvidiaSubmission, APackageCheckerParamsLineWithoutNewlineBypassesTheRcpCheck) {
+  const std::string root = copy();
+  const std::string system = root + "/results/dgxa100_ngc21.09_mxnet";
+  for (int i = 0; i < 5; ++i) {
+    const std::string path = system + "/resnet/result_" + std::to_string(i) + ".txt";
+    std::string text = testing::read_text(path);
+    const size_t at = text.rfind("\"key\": \"eval_accuracy\", \"value\": 0.7");
+    text.replace(text.find("\"epoch_num\": 35", at), 15, "\"epoch_num\": 31");
+    testing::write_text(path, text);
+  }
+  Ruleset ruleset = testing::ruleset_1_1();
+  ruleset.package.params_file = "package_checker_params";
+  testing::write_text(system + "/package_checker_params", "rcp-bypass\n");
+  const BenchmarkReview ignored = benchmark(review_submission(root, ruleset), "resnet");
+  EXPECT_EQ(ignored.verdict(), Verdict::kRcpFailed);
+  const SubmissionReview with_newline = review_submission(root, ruleset);
+  EXPECT_NE(all_findings(with_newline)
+                .find("'rcp-bypass' is ignored: the v1.1 package checker compares the line "
+                      "with its newline"),
+            std::string::npos)
+      << all_findings(with_newline);
+
+  testing::write_text(system + "/package_checker_params", "seed-checker-bypass\nrcp-bypass");
+  const BenchmarkReview bypassed = benchmark(review_submission(root, ruleset), "resnet");
+  EXPECT_EQ(bypassed.verdict(), Verdict::kValid) << dump(bypassed.findings);
+  EXPECT_NE(find_finding(bypassed.findings, Severity::kWarning, "accepted with package_checker_params rcp-bypass"),
+            nullptr)
+      << dump(bypassed.findings);
+  EXPECT_EQ(all_findings(review_submission(root, ruleset)).find("not a benchmark folder"), std::string::npos);
+
+  fs::remove(system + "/package_checker_params");
+  testing::write_text(system + "/resnet/package_checker_params", "rcp-bypass");
+  EXPECT_EQ(benchmark(review_submission(root, ruleset), "resnet").verdict(), Verdict::kValid);
+  EXPECT_EQ(benchmark(review_submission(root, testing::ruleset_1_1()), "resnet").verdict(), Verdict::kRcpFailed);
+}
+
+// From 4.1.0 every run logs a seed; in every round a log the seed checker's parser cannot read fails it, and
+// a seed-checker-bypass line skips the check.
+TEST_F(NvidiaSubmission, SeedRulesOfLaterRounds) {
+  const std::string root = copy();
+  const std::string folder = root + "/results/dgxa100_ngc21.09_mxnet/resnet";
+  std::string first = testing::read_text(folder + "/result_0.txt");
+  const size_t seed = first.find("\"key\": \"seed\"");
+  const size_t start = first.rfind('\n', seed) + 1;
+  first.erase(start, first.find('\n', seed) + 1 - start);
+  testing::write_text(folder + "/result_0.txt", first);
+  Ruleset ruleset = testing::ruleset_1_1();
+  EXPECT_TRUE(benchmark(review_submission(root, ruleset), "resnet").valid());
+  ruleset.package.seed_in_every_run = true;
+  const BenchmarkReview every_run = benchmark(review_submission(root, ruleset), "resnet");
+  EXPECT_NE(
+      find_finding(every_run.findings, Severity::kError, "logs no seed; the v1.1 seed checker wants one in every run"),
+      nullptr)
+      << dump(every_run.findings);
+  ruleset.package.params_file = "package_checker_params";
+  testing::write_text(folder + "/package_checker_params", "seed-checker-bypass");
+  const BenchmarkReview bypassed = benchmark(review_submission(root, ruleset), "resnet");
+  EXPECT_TRUE(bypassed.valid()) << dump(bypassed.findings);
+  EXPECT_NE(find_finding(bypassed.findings, Severity::kWarning, "seed check bypassed"), nullptr);
+
+  const std::string third = folder + "/result_3.txt";
+  testing::write_text(third, testing::read_text(third) + ":::MLLOG {\"broken\n");
+  const BenchmarkReview unparsable = benchmark(review_submission(root, testing::ruleset_1_1()), "resnet");
+  const Finding* finding = find_finding(unparsable.findings, Severity::kError, "cannot read this log's seeds");
+  ASSERT_NE(finding, nullptr) << dump(unparsable.findings);
+  EXPECT_EQ(finding->file, third);
+}
+
+// From 5.0.0 a benchmark folder with power/ needs each run's power/<run>/ with node_<i> and sw_<i> files
+// numbered from 0, and as many as most runs; a run that breaks this counts as a failed log.
+TEST_F(NvidiaSubmission, PowerLogsAreCheckedLikeThe50PowerChecker) {
+  const std::string root = copy();
+  const std::string folder = root + "/results/dgxa100_ngc21.09_mxnet/resnet";
+  const auto power_files = [&](int run, std::initializer_list<const char*> files) {
+    const std::string run_folder = folder + "/power/result_" + std::to_string(run);
+    fs::create_directories(run_folder);
+    for (const char* file : files) testing::write_text(run_folder + "/" + file, "");
+  };
+  for (int run = 0; run < 5; ++run) power_files(run, {"node_0.txt", "sw_0.txt"});
+  Ruleset ruleset = testing::ruleset_1_1();
+  ruleset.package.power_folder = "power";
+  const BenchmarkReview complete = benchmark(review_submission(root, ruleset), "resnet");
+  EXPECT_TRUE(complete.valid()) << dump(complete.findings);
+  EXPECT_EQ(all_findings(review_submission(root, ruleset)).find("not a result_*.txt"), std::string::npos);
+
+  fs::remove_all(folder + "/power/result_0");
+  power_files(2, {"node_1.txt"});  // two node files where most runs have one
+  const SubmissionReview review = review_submission(root, ruleset);
+  const BenchmarkReview& shifted = benchmark(review, "resnet");
+  const auto run_errors = [&](int run) { return dump(shifted.runs[run].findings); };
+  EXPECT_NE(run_errors(0).find("no " + folder + "/power/result_0/"), std::string::npos) << run_errors(0);
+  // The checker names the run at the differing count's position among all runs: result_1, not result_2.
+  EXPECT_NE(run_errors(1).find("count of node files differs from most runs' 1"), std::string::npos) << run_errors(1);
+  EXPECT_EQ(run_errors(2).find("power checker"), std::string::npos) << run_errors(2);
+  EXPECT_EQ(shifted.verdict(), Verdict::kInvalid);  // two failed logs
+
+  fs::remove_all(folder + "/power");
+  power_files(0, {"node_0.txt", "sw_0.txt"});
+  for (int run = 1; run < 5; ++run) power_files(run, {"node_0.txt", "sw_0.txt"});
+  power_files(4, {"node_x.txt"});
+  EXPECT_NE(all_findings(review_submission(root, ruleset)).find("power checker stops here"), std::string::npos);
+}
+
 TEST(LooseResults, FoldersWithoutResultsAreReviewedAsLooseResults) {
   testing::ScratchFolder scratch;
   const std::string mini_log = testing::read_text(testing::test_path("logs/mini_preset.txt"));

@@ -210,5 +210,31 @@ TEST(RcpRounds, PruningOnTheMeanAndTheStdevOfAllRuns) {
   EXPECT_NEAR(parse_rcp_table(text, "t", parameters).points[0].stdev, std::sqrt(160.0 / 5.0), 1e-12);
 }
 
+// 5.0.0 and 5.1.0 compare llama31_405b with the minimum acceptable mean less 46080 samples
+// (rcp_checker.py@5.0.0-rc3:443-444): a mean just under the table's minimum passes there.
+TEST(RcpRounds, Llama405bMinimumIsLoweredByTheRulesetsOffset) {
+  for (const std::string version : {"5.0.0", "5.1.0"}) {
+    const Ruleset ruleset = load_ruleset(version);
+    const BenchmarkRules& rules = *ruleset.benchmark("llama31_405b");
+    EXPECT_EQ(rules.rcp_minimum_offset, 46080) << version;
+    RcpParameters parameters;
+    parameters.submission_runs = rules.runs;
+    parameters.drop_each_side = rules.drop_each_side;
+    parameters.prune_on_mean = ruleset.rcp.prune_on_mean;
+    parameters.stdev_of_all_runs = ruleset.rcp.stdev_of_all_runs;
+    const RcpTable table =
+        parse_rcp_table(read_ruleset_file(ruleset, rules.rcp_table).value(), rules.rcp_table, parameters);
+    const RcpPoint& point = table.points.front();
+    const double mean = point.min_epochs - 40000;
+    const auto three = runs({mean - 1, mean, mean + 1});
+    EXPECT_FALSE(check_rcp(table, point.batch_size, three, parameters, false, false).passed) << version;
+    parameters.minimum_offset = rules.rcp_minimum_offset;
+    const RcpVerdict lowered = check_rcp(table, point.batch_size, three, parameters, false, false);
+    EXPECT_TRUE(lowered.passed) << version;
+    EXPECT_NE(lowered.explanation.find(" - 46080 (the ruleset's offset)"), std::string::npos) << lowered.explanation;
+  }
+  EXPECT_EQ(load_ruleset("4.1.0").benchmark("llama31_405b"), nullptr);
+}
+
 }  // namespace
 }  // namespace trainbench::review

@@ -105,7 +105,7 @@ TEST(SystemCommand, WritesAValidDescriptionWithTheGivenFields) {
   review::testing::ScratchFolder scratch;
   const std::string out = scratch / "systems/my_box.json";
   const Outcome outcome = run({"system", "--out", out, "--submitter", "Example Org", "--division", "closed", "--status",
-                               "onprem", "--cooling", "air", "--set", "hw_notes=test box"});
+                               "Available on-premise", "--cooling", "air", "--set", "hw_notes=test box"});
   EXPECT_EQ(outcome.exit_code, 0) << outcome.out;
   const auto description = nlohmann::json::parse(review::testing::read_text(out));
   EXPECT_EQ(description.size(), 33u);
@@ -119,6 +119,7 @@ TEST(SystemCommand, WritesAValidDescriptionWithTheGivenFields) {
   EXPECT_THROW(run({"system", "--out", out, "--set", "colour=blue"}), Error);
   EXPECT_THROW(run({"system"}), Error);
   EXPECT_THROW(run({"system", "--print", "--division", "half-open"}), CLI::ValidationError);
+  EXPECT_THROW(run({"system", "--print", "--status", "onprem"}), CLI::ValidationError);  // 4.1.0 on: one of four
 }
 
 TEST(ReportCommand, WritesTheReportAndComparison) {

@@ -61,6 +61,33 @@ TEST(SystemDescription, ReportsMissingFieldsAsErrorsAndOddValuesAsWarnings) {
   EXPECT_FALSE(check_system_description(json::array(), "s.json", rules()).empty());
 }
 
+// From 4.0.0 a status, when present, must be an availability the round lists: 4.0.0 also takes one whose lower
+// case is listed ("Onprem"), 4.1.0 on only the four exact values.
+TEST(SystemDescription, FromFourPointZeroTheStatusIsOneOfTheListedAvailabilities) {
+  const auto status_errors = [](const std::string& version, const json& status) {
+    json description = complete_description();
+    description["status"] = status;
+    const auto findings = check_system_description(description, "s.json", load_ruleset(version).system_description);
+    return count_findings(findings, Severity::kError);
+  };
+  EXPECT_EQ(status_errors("3.1.0", "anything"), 0);
+  EXPECT_EQ(status_errors("4.0.0", "Onprem"), 0);
+  EXPECT_EQ(status_errors("4.0.0", "Available on-premise"), 0);
+  EXPECT_EQ(status_errors("4.0.0", "on premise"), 1);
+  EXPECT_EQ(status_errors("4.1.0", "Available on-premise"), 0);
+  EXPECT_EQ(status_errors("4.1.0", "onprem"), 1);
+  EXPECT_EQ(status_errors("6.1.0", "Preview"), 0);
+  EXPECT_EQ(status_errors("6.1.0", 3), 1);
+  json description = complete_description();
+  description["status"] = "available";
+  const auto findings = check_system_description(description, "s.json", load_ruleset("5.0.0").system_description);
+  EXPECT_NE(find_finding(findings, Severity::kError,
+                         "field 'status' is \"available\"; the round's system_desc_checker "
+                         "wants one of 'Available on-premise', 'Available cloud'"),
+            nullptr)
+      << dump(findings);
+}
+
 TEST(SystemDescription, UnreadableFilesAreFindings) {
   testing::ScratchFolder folder;
   testing::write_text(folder / "bad.json", "{\"submitter\": ");
