@@ -248,7 +248,7 @@ PresetRule parse_preset(const json& spec, const std::string& where) {
 RcpSettings parse_rcp_settings(const json& spec, const std::string& where) {
   allow_only(spec,
              {"alpha", "tolerance", "epoch_decimals", "bypass_covers_missing", "prune", "score_normalization",
-              "prune_on_mean", "stdev_of_all_runs"},
+              "prune_on_mean", "stdev_of_all_runs", "batch_size_of_last_file_listed"},
              where);
   RcpSettings rcp;
   rcp.alpha = spec.value("alpha", rcp.alpha);
@@ -259,6 +259,7 @@ RcpSettings parse_rcp_settings(const json& spec, const std::string& where) {
   rcp.score_normalization = bool_field(spec, "score_normalization", where);
   rcp.prune_on_mean = bool_field(spec, "prune_on_mean", where);
   rcp.stdev_of_all_runs = bool_field(spec, "stdev_of_all_runs", where);
+  rcp.batch_size_of_last_file_listed = bool_field(spec, "batch_size_of_last_file_listed", where);
   if (!(rcp.alpha > 0 && rcp.alpha < 1) || !(rcp.tolerance > 0))
     fail(where, "alpha must be in (0, 1) and tolerance positive");
   return rcp;

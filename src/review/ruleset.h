@@ -125,6 +125,9 @@ struct RcpSettings {
   bool score_normalization = false;
   bool prune_on_mean = false;      // 4.0.0: pruning ranks points by RCP mean (before: minimum acceptable mean)
   bool stdev_of_all_runs = false;  // 4.1.0: a point's stdev over all its runs (its mean stays olympic)
+  // Before 3.0.0 the checker never compares the runs' batch sizes: it keeps the last global_batch_size it
+  // reads, so that of the last file the file system lists (rcp_checker.py@2.0.0:74-77).
+  bool batch_size_of_last_file_listed = false;
 };
 
 // How the round's result summarizer turns runs into a score beyond the olympic mean.

@@ -194,6 +194,31 @@ std::string rcp_table_name(const BenchmarkRules& rules, const Ruleset& ruleset, 
   return name;
 }
 
+// The batch size a pre-3.0 rcp_checker compares runs that log different ones at: the last file's in the
+// order the file system lists the folder, as Python's glob returns them there. The verdict then depends on
+// that order, which the warning says.
+std::optional<double> batch_size_of_last_listed(BenchmarkReview& review, const Ruleset& ruleset) {
+  std::map<std::string, const RunReview*> by_file;
+  for (const auto& run : review.runs) by_file[fs::path(run.path).filename().string()] = &run;
+  const RunReview* last = nullptr;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(review.directory, error)) {  // unsorted on purpose
+    const auto found = by_file.find(entry.path().filename().string());
+    if (found != by_file.end() && found->second->global_batch_size) last = found->second;
+  }
+  if (!last) return std::nullopt;
+  std::string sizes;
+  for (const auto& run : review.runs)
+    if (run.global_batch_size)
+      sizes += (sizes.empty() ? "" : ", ") + file_name(run.path) + " " + format_number(*run.global_batch_size);
+  review.findings.push_back({Severity::kWarning, review.directory, 0,
+                             "the runs log different global_batch_size (" + sizes + "); the " + ruleset.round_name() +
+                                 " rcp_checker takes the last file's in the order the file system lists them, here " +
+                                 file_name(last->path) +
+                                 "'s, so this RCP verdict can differ on another machine (rcp_checker.py@2.0.0:74-77)"});
+  return last->global_batch_size;
+}
+
 // The rcp_checker's verdict for every set of runs. It counts for the benchmark's verdict where the v1.1
 // package checker runs it: closed division (as the system description says) and a benchmark with RCPs.
 void check_rcp_for(BenchmarkReview& review, const BenchmarkRules& rules, const Ruleset& ruleset,
@@ -243,9 +268,13 @@ void check_rcp_for(BenchmarkReview& review, const BenchmarkRules& rules, const R
     if (run.global_batch_size) batch_sizes.insert(*run.global_batch_size);
     convergence.push_back(run.rcp_convergence());
   }
-  if (batch_sizes.size() == 1) {
-    review.rcp =
-        check_rcp(table, *batch_sizes.begin(), convergence, parameters, rcp_bypass, ruleset.rcp.bypass_covers_missing);
+  std::optional<double> batch_size;
+  if (batch_sizes.size() == 1)
+    batch_size = *batch_sizes.begin();
+  else if (batch_sizes.size() > 1 && ruleset.rcp.batch_size_of_last_file_listed)
+    batch_size = batch_size_of_last_listed(review, ruleset);
+  if (batch_size) {
+    review.rcp = check_rcp(table, *batch_size, convergence, parameters, rcp_bypass, ruleset.rcp.bypass_covers_missing);
   } else {
     review.rcp = RcpVerdict();
     review.rcp->outcome = batch_sizes.empty() ? "Could not detect global_batch_size"

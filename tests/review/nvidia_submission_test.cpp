@@ -438,6 +438,30 @@ TEST_F(NvidiaSubmission, PowerLogsAreCheckedLikeThe50PowerChecker) {
   EXPECT_NE(all_findings(review_submission(root, ruleset)).find("power checker stops here"), std::string::npos);
 }
 
+// Up to 2.1.0 the rcp_checker keeps the last global_batch_size it reads, so runs at different batch sizes are
+// compared at the one of the file listed last; from 3.0.0 they fail.
+TEST_F(NvidiaSubmission, RunsAtDifferentBatchSizesFollowTheRoundsRcpChecker) {
+  const std::string root = copy();
+  const std::string odd = root + "/results/dgxa100_ngc21.09_mxnet/resnet/result_2.txt";
+  std::string text = testing::read_text(odd);
+  const std::string batch = "\"key\": \"global_batch_size\", \"value\": 3264";
+  text.replace(text.find(batch), batch.size(), "\"key\": \"global_batch_size\", \"value\": 1632");
+  testing::write_text(odd, text);
+  const BenchmarkReview listed = benchmark(review_submission(root, testing::ruleset_1_1()), "resnet");
+  const Finding* warning =
+      find_finding(listed.findings, Severity::kWarning, "the runs log different global_batch_size");
+  ASSERT_NE(warning, nullptr) << dump(listed.findings);
+  ASSERT_TRUE(listed.rcp && listed.rcp->reference) << dump(listed.findings);
+  const bool odd_last = warning->message.find("here result_2.txt's") != std::string::npos;
+  EXPECT_EQ(listed.rcp->reference->batch_size, odd_last ? 1632 : 3264) << warning->message;
+
+  Ruleset from_three = testing::ruleset_1_1();
+  from_three.rcp.batch_size_of_last_file_listed = false;
+  const BenchmarkReview refused = benchmark(review_submission(root, from_three), "resnet");
+  EXPECT_EQ(refused.rcp->outcome, "global_batch_size differs between runs");
+  EXPECT_EQ(refused.verdict(), Verdict::kRcpFailed);
+}
+
 TEST(LooseResults, FoldersWithoutResultsAreReviewedAsLooseResults) {
   testing::ScratchFolder scratch;
   const std::string mini_log = testing::read_text(testing::test_path("logs/mini_preset.txt"));
