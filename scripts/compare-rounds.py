@@ -72,7 +72,7 @@ The round's tag is its newest X.Y.0 or X.Y.0-rc* tag of mlcommons/logging (for 4
 on every log (ValueError: REQ AT_LEAST_ONE is read as AT_LEAST(n)); 3aa5296, "Fix AT_LEAST checks", an hour and
 a half later, is the first commit that checks 3.1 logs: --tag 3aa5296 --work /tmp/rounds/work/3.1. `packages` checks
 3.1 at 9b25d4a (PACKAGE_TAGS)."""
-import argparse, collections, csv, io, json, multiprocessing, os, re, shutil, subprocess, sys, tarfile, time
+import argparse, collections, csv, glob, io, json, multiprocessing, os, re, shutil, subprocess, sys, tarfile, time
 import traceback
 from multiprocessing.connection import wait
 
@@ -120,50 +120,58 @@ def export(git_dir, rev, pathspecs, into):
     return commit
 
 
-def export_logs(git_dir, into):
-    """Every result log of HEAD into INTO (kept while INTO/.commit names HEAD's commit), blob by blob: the mirrors
-    lack some large blobs, which are left out. Returns (commit, [present logs], {missing log: blob})."""
+def export_blobs(git_dir, into, path_re):
+    """Every file of HEAD whose path PATH_RE matches into INTO, blob by blob, modes kept (kept while INTO/.commit
+    names HEAD's commit): the mirrors lack some large blobs, which are left out. Returns (commit, [exported
+    paths], {missing path: blob})."""
     commit = git(git_dir, 'rev-parse', 'HEAD^{commit}')
-    entries = {}
-    for line in git(git_dir, 'ls-tree', '-r', commit).split('\n'):
-        meta, _, path = line.partition('\t')
-        if LOG_RE.match(path) and meta.split()[1] == 'blob':
-            entries[path] = meta.split()[2]
-    marker = os.path.join(into, '.commit')
-    missing_file = os.path.join(into, '.missing.json')
+    listing = subprocess.run(['git', '-C', git_dir, 'ls-tree', '-r', '-z', commit], check=True,
+                             capture_output=True).stdout.decode('utf-8', 'surrogateescape')
+    entries = []
+    for item in listing.split('\0'):
+        meta, _, path = item.partition('\t')
+        if path and path_re.match(path) and meta.split()[1] == 'blob':
+            entries.append((path, meta.split()[0], meta.split()[2]))
+    marker, missing_file = os.path.join(into, '.commit'), os.path.join(into, '.missing.json')
     if os.path.exists(marker) and open(marker).read().strip() == commit and os.path.exists(missing_file):
         missing = json.load(open(missing_file))
-    else:
-        shutil.rmtree(into, ignore_errors=True)
-        os.makedirs(into)
-        missing = {}
-        batch = subprocess.Popen(['git', '-C', git_dir, 'cat-file', '--batch'], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE)
-        for path in sorted(entries):
-            batch.stdin.write(entries[path].encode() + b'\n')
-            batch.stdin.flush()
-            header = batch.stdout.readline().decode().split()
-            if header[-1] == 'missing':
-                missing[path] = entries[path]
-                continue
-            data = batch.stdout.read(int(header[2]))
-            batch.stdout.read(1)
-            os.makedirs(os.path.dirname(os.path.join(into, path)), exist_ok=True)
-            with open(os.path.join(into, path), 'wb') as f:
-                f.write(data)
-        batch.stdin.close()
-        batch.wait()
-        with open(missing_file, 'w') as f:
-            json.dump(missing, f, indent=1)
-        with open(marker, 'w') as f:
-            f.write(commit + '\n')
-    return commit, sorted(p for p in entries if p not in missing), missing
+        return commit, [path for path, _, _ in entries if path not in missing], missing
+    shutil.rmtree(into, ignore_errors=True)
+    os.makedirs(into)
+    missing = {}
+    batch = subprocess.Popen(['git', '-C', git_dir, 'cat-file', '--batch'], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE)
+    for path, mode, blob in entries:
+        batch.stdin.write(blob.encode() + b'\n')
+        batch.stdin.flush()
+        header = batch.stdout.readline().decode().split()
+        if header[-1] == 'missing':
+            missing[path] = blob
+            continue
+        data = batch.stdout.read(int(header[2]))
+        batch.stdout.read(1)
+        target = os.path.join(into, path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if mode == '120000':
+            os.symlink(data.decode('utf-8', 'surrogateescape'), target)
+            continue
+        with open(target, 'wb') as f:
+            f.write(data)
+        if mode == '100755':
+            os.chmod(target, 0o755)
+    batch.stdin.close()
+    batch.wait()
+    with open(missing_file, 'w') as f:
+        json.dump(missing, f, indent=1)
+    with open(marker, 'w') as f:
+        f.write(commit + '\n')
+    return commit, [path for path, _, _ in entries if path not in missing], missing
 
 
 def export_round(args):
     work = args.work or f'/tmp/rounds/work/{args.round}'
     results_dir = os.path.abspath(os.path.join(work, 'results'))
-    results_commit, logs, missing = export_logs(args.results, results_dir)
+    results_commit, logs, missing = export_blobs(args.results, results_dir, LOG_RE)
     return work, results_dir, results_commit, logs, missing
 
 # ---------------------------------------------------------------------------------------------------- official
@@ -489,52 +497,6 @@ PACKAGE_ERRORS = ('Incorrect number of files', 'Expected at least', 'files do no
 SYSDESC_COUNTS = {'1.0', '4.0', '4.1', '5.0', '5.1'}
 
 
-def export_org_trees(git_dir, into):
-    """<org>/{systems,results,benchmarks}/** of HEAD into INTO, blob by blob (kept while INTO/.commit names HEAD's
-    commit); blobs the mirror lacks are left out. Returns (commit, {missing path: blob})."""
-    commit = git(git_dir, 'rev-parse', 'HEAD^{commit}')
-    marker, missing_file = os.path.join(into, '.commit'), os.path.join(into, '.missing.json')
-    if os.path.exists(marker) and open(marker).read().strip() == commit and os.path.exists(missing_file):
-        return commit, json.load(open(missing_file))
-    shutil.rmtree(into, ignore_errors=True)
-    os.makedirs(into)
-    listing = subprocess.run(['git', '-C', git_dir, 'ls-tree', '-r', '-z', commit], check=True,
-                             capture_output=True).stdout.decode('utf-8', 'surrogateescape')
-    entries = []
-    for item in listing.split('\0'):
-        meta, _, path = item.partition('\t')
-        if path and ORG_TREE_RE.match(path) and meta.split()[1] == 'blob':
-            entries.append((path, meta.split()[0], meta.split()[2]))
-    missing = {}
-    batch = subprocess.Popen(['git', '-C', git_dir, 'cat-file', '--batch'], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE)
-    for path, mode, blob in entries:
-        batch.stdin.write(blob.encode() + b'\n')
-        batch.stdin.flush()
-        header = batch.stdout.readline().decode().split()
-        if header[-1] == 'missing':
-            missing[path] = blob
-            continue
-        data = batch.stdout.read(int(header[2]))
-        batch.stdout.read(1)
-        target = os.path.join(into, path)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        if mode == '120000':
-            os.symlink(data.decode('utf-8', 'surrogateescape'), target)
-            continue
-        with open(target, 'wb') as f:
-            f.write(data)
-        if mode == '100755':
-            os.chmod(target, 0o755)
-    batch.stdin.close()
-    batch.wait()
-    with open(missing_file, 'w') as f:
-        json.dump(missing, f, indent=1)
-    with open(marker, 'w') as f:
-        f.write(commit + '\n')
-    return commit, missing
-
-
 def exclude_incomplete_folders(published, missing):
     """Removes every results/<system>/<benchmark>/ folder the mirror lacks a file of: neither side can check it
     as published, and a folder left with fewer logs crashes whole runs of some tools (the 1.0.0 and 2.x result
@@ -675,7 +637,6 @@ def compare_report(raw, out_dir):
 
 
 def power_folders(tree):
-    import glob
     return glob.glob(os.path.join(tree, 'results', '*', '*', 'power'))
 
 
@@ -686,10 +647,7 @@ def summarize_without_power(package_root, ruleset, tree, copy, base, args):
     record = base + '.json'
     if args.reuse_official and os.path.exists(record):
         return dict(json.load(open(record)), seconds=0.0)
-    shutil.rmtree(copy, ignore_errors=True)
-    shutil.copytree(os.path.join(tree, 'results'), os.path.join(copy, 'results'), symlinks=True)
-    if os.path.isdir(os.path.join(tree, 'systems')):
-        shutil.copytree(os.path.join(tree, 'systems'), os.path.join(copy, 'systems'), symlinks=True)
+    fresh_copy(tree, copy)
     for folder in power_folders(copy):
         shutil.rmtree(folder)
     return run_official(package_root, 'result_summarizer', [copy, 'training', ruleset, '--csv', base + '.csv'],
@@ -923,7 +881,7 @@ def packages(args):
     package_root = os.path.abspath(os.path.join(args.logging_work or f'/tmp/rounds/work/{rnd}/logging', tag))
     logging_commit = export(args.logging, tag, ['mlperf_logging'], package_root)
     t0 = time.monotonic()
-    results_commit, missing = export_org_trees(args.results, os.path.join(work, 'published'))
+    results_commit, _, missing = export_blobs(args.results, os.path.join(work, 'published'), ORG_TREE_RE)
     excluded = exclude_incomplete_folders(os.path.join(work, 'published'), missing)
     export_seconds = round(time.monotonic() - t0, 1)
     args.trainbench_copy = snapshot_trainbench(os.path.abspath(args.trainbench), os.path.join(work, 'trainbench'))
